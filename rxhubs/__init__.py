@@ -1,0 +1,96 @@
+"""rxhubs: consume Azure Event Hubs with reactive pipelines.
+
+Each owned partition is an Observable of :class:`EventBatch` pulled from a :class:`PartitionReceiver`;
+:func:`partitions` adds and removes partition streams as ownership moves between consumers; the
+:func:`rxhubs.operators.checkpoint` operator records progress after the work that must succeed first.
+
+Example:
+    >>> import rxhubs
+    >>> from rxhubs import operators as hops
+    >>> hub = rxhubs.testing.InMemoryEventHub(partition_count=2)
+    >>> store = rxhubs.stores.InMemoryCheckpointStore()
+    >>> pipeline = rxhubs.consume(hub, "$Default", store).pipe(hops.checkpoint(store))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rxhubs import errors
+from rxhubs._models import (
+    Ack,
+    Checkpoint,
+    CloseReason,
+    Event,
+    EventBatch,
+    EventHubProperties,
+    LastEnqueuedEventProperties,
+    Ownership,
+    PartitionContext,
+    PartitionProperties,
+    Position,
+)
+from rxhubs._run import arun, run
+from rxhubs.errors import RxHubsError
+from rxhubs.sources import partition_batches
+from rxhubs.transport import Hub, PartitionReceiver
+
+if TYPE_CHECKING:
+    from rxhubs import emulator, operators, spark, stores, testing
+    from rxhubs.sources import PartitionStream, consume, partitions
+    from rxhubs.transport import EventHub
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Ack",
+    "Checkpoint",
+    "CloseReason",
+    "Event",
+    "EventBatch",
+    "EventHub",
+    "EventHubProperties",
+    "Hub",
+    "LastEnqueuedEventProperties",
+    "Ownership",
+    "PartitionContext",
+    "PartitionProperties",
+    "PartitionReceiver",
+    "PartitionStream",
+    "Position",
+    "RxHubsError",
+    "__version__",
+    "arun",
+    "consume",
+    "emulator",
+    "errors",
+    "operators",
+    "partition_batches",
+    "partitions",
+    "run",
+    "spark",
+    "stores",
+    "testing",
+]
+
+# Loaded on first use: Spark and the emulator are heavy, the rest keeps `import rxhubs` fast.
+_LAZY_MODULES = {"emulator", "operators", "spark", "stores", "testing"}
+_LAZY_ATTRS = {
+    "EventHub": "rxhubs.transport",
+    "PartitionStream": "rxhubs.sources",
+    "consume": "rxhubs.sources",
+    "partitions": "rxhubs.sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"rxhubs.{name}")
+    if name in _LAZY_ATTRS:
+        return getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
+    raise AttributeError(f"module 'rxhubs' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,418 @@
+"""Domain records: frozen dataclasses with the field names Azure uses.
+
+Events, batches and positions flow through pipelines; checkpoints and ownership records live in stores.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rxhubs.errors import ConfigurationError
+
+__all__ = [
+    "Ack",
+    "Checkpoint",
+    "CloseReason",
+    "Event",
+    "EventBatch",
+    "EventHubProperties",
+    "LastEnqueuedEventProperties",
+    "Ownership",
+    "PartitionContext",
+    "PartitionProperties",
+    "Position",
+]
+
+UTC = _dt.timezone.utc
+
+
+def _utc(value: _dt.datetime) -> _dt.datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event as stored in a partition.
+
+    Attributes:
+        body: The payload bytes.
+        sequence_number: Position in the partition, from 0, gap-free and increasing.
+        offset: The service's opaque position string (increasing, not contiguous).
+        enqueued_time: When the service accepted the event (UTC).
+        partition_key: The key the sender hashed on, if any.
+        properties: Application properties set by the sender.
+        system_properties: Service-set annotations (``x-opt-*``), as received.
+
+    Example:
+        >>> import datetime as dt
+        >>> e = Event(b'{"t": 21.5}', 7, "896", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+        >>> e.body_as_json()["t"], e.body_as_str()
+        (21.5, '{"t": 21.5}')
+    """
+
+    body: bytes
+    sequence_number: int
+    offset: str
+    enqueued_time: _dt.datetime
+    partition_key: str | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    system_properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def body_as_str(self, encoding: str = "utf-8") -> str:
+        """The body decoded as text."""
+        return self.body.decode(encoding)
+
+    def body_as_json(self, encoding: str = "utf-8") -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body.decode(encoding))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionContext:
+    """Which partition of which hub, read by which consumer group.
+
+    Example:
+        >>> PartitionContext("ns.servicebus.windows.net", "telemetry", "$Default", "0").partition_id
+        '0'
+    """
+
+    fully_qualified_namespace: str
+    eventhub_name: str
+    consumer_group: str
+    partition_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LastEnqueuedEventProperties:
+    """What the service last told us about the newest event of a partition (for lag).
+
+    Attributes:
+        sequence_number: Sequence number of the newest event (-1 if the partition is empty).
+        offset: Its offset.
+        enqueued_time: When it was enqueued.
+        retrieval_time: When this information was read.
+    """
+
+    sequence_number: int
+    offset: str | None
+    enqueued_time: _dt.datetime | None
+    retrieval_time: _dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionProperties:
+    """A partition's state as the service reports it.
+
+    Example:
+        >>> p = PartitionProperties("telemetry", "0", 0, 41, "4096", None, False)
+        >>> p.last_enqueued_sequence_number - p.beginning_sequence_number + 1
+        42
+    """
+
+    eventhub_name: str
+    partition_id: str
+    beginning_sequence_number: int
+    last_enqueued_sequence_number: int
+    last_enqueued_offset: str
+    last_enqueued_time_utc: _dt.datetime | None
+    is_empty: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EventHubProperties:
+    """An event hub's name, creation time and partition ids."""
+
+    name: str
+    created_at: _dt.datetime | None
+    partition_ids: tuple[str, ...]
+
+
+class Ack:
+    """A handle that acknowledges one held batch; calling it more than once is harmless.
+
+    Asynchronous operators (the checkpoint and Spark operators) call :meth:`EventBatch.hold` when they take
+    a batch and the returned ``Ack`` once they are done with it; the partition source pulls more only while
+    fewer than ``max_inflight`` of its batches are held.
+    """
+
+    __slots__ = ("_done", "_lease")
+
+    def __init__(self, lease: _Lease | None) -> None:
+        self._lease = lease
+        self._done = False
+
+    def __call__(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._lease is not None:
+            self._lease.release()
+
+    def __repr__(self) -> str:
+        return f"Ack(done={self._done})"
+
+
+class _Lease:
+    """Counts holds on one batch; tells its source when the last one is released."""
+
+    __slots__ = ("_holds", "_lock", "_on_free")
+
+    def __init__(self, on_free: Callable[[], None]) -> None:
+        self._holds = 0
+        self._on_free = on_free
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._holds > 0
+
+    def hold(self) -> None:
+        with self._lock:
+            self._holds += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holds -= 1
+            free = self._holds == 0
+        if free:
+            self._on_free()
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch(Sequence[Event]):
+    """Events of one partition, in sequence-number order, as one unit of work.
+
+    A batch is a sequence of :class:`Event`; ``len(batch)`` may be 0 for a heartbeat batch.
+
+    Attributes:
+        context: The partition it came from.
+        events: The events, in order.
+        last_enqueued: The partition's newest event when the batch was read, if the receiver tracks it.
+
+    Example:
+        >>> import datetime as dt
+        >>> ctx = PartitionContext("local", "telemetry", "$Default", "0")
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        >>> b = EventBatch(ctx, (Event(b"a", 4, "40", t), Event(b"b", 5, "50", t)))
+        >>> b.partition_id, b.first_sequence_number, b.last_sequence_number, len(b)
+        ('0', 4, 5, 2)
+    """
+
+    context: PartitionContext
+    events: tuple[Event, ...]
+    last_enqueued: LastEnqueuedEventProperties | None = None
+    _lease: _Lease | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def partition_id(self) -> str:
+        """The partition id, from the context."""
+        return self.context.partition_id
+
+    @property
+    def first_sequence_number(self) -> int | None:
+        """Sequence number of the first event, or None for an empty batch."""
+        return self.events[0].sequence_number if self.events else None
+
+    @property
+    def last_sequence_number(self) -> int | None:
+        """Sequence number of the last event, or None for an empty batch."""
+        return self.events[-1].sequence_number if self.events else None
+
+    @property
+    def last_event(self) -> Event | None:
+        """The last event, or None for an empty batch."""
+        return self.events[-1] if self.events else None
+
+    def hold(self) -> Ack:
+        """Keep this batch counted as in flight until the returned :class:`Ack` is called.
+
+        Call it in ``on_next`` when the batch will be finished later (written asynchronously, say).
+        Batches not held are acknowledged as soon as ``on_next`` returns.
+        """
+        if self._lease is not None:
+            self._lease.hold()
+        return Ack(self._lease)
+
+    def with_events(self, events: Sequence[Event]) -> EventBatch:
+        """A batch with the same context and in-flight accounting, carrying other events (e.g. filtered)."""
+        return EventBatch(self.context, tuple(events), self.last_enqueued, self._lease)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.events[index]
+
+    def __bool__(self) -> bool:
+        return True
+
+
+PositionKind = Literal["earliest", "latest", "offset", "sequence_number", "enqueued_time"]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a receiver starts in a partition.
+
+    Build one with the class methods; ``inclusive`` says whether the event at the position itself is read.
+
+    Example:
+        >>> Position.from_sequence_number(41).inclusive
+        False
+        >>> Position.earliest()
+        Position(kind='earliest', value=None, inclusive=True)
+    """
+
+    kind: PositionKind
+    value: int | str | _dt.datetime | None = None
+    inclusive: bool = False
+
+    def __post_init__(self) -> None:
+        kind, value = self.kind, self.value
+        if kind in ("earliest", "latest"):
+            if value is not None:
+                raise ConfigurationError(f"Position.{kind}() takes no value")
+        elif kind == "sequence_number":
+            if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+                raise ConfigurationError(f"sequence number must be an int >= -1, got {value!r}")
+        elif kind == "offset":
+            if not isinstance(value, str) or not value.lstrip("-").isdigit():
+                raise ConfigurationError(f"offset must be a string of digits, got {value!r}")
+        elif kind == "enqueued_time":
+            if not isinstance(value, _dt.datetime):
+                raise ConfigurationError(f"enqueued time must be a datetime, got {value!r}")
+            object.__setattr__(self, "value", _utc(value))
+        else:
+            raise ConfigurationError(f"unknown position kind {kind!r}")
+        if not isinstance(self.inclusive, bool):
+            raise ConfigurationError(f"inclusive must be a bool, got {self.inclusive!r}")
+
+    @classmethod
+    def earliest(cls) -> Position:
+        """The first event still retained in the partition."""
+        return cls("earliest", None, True)
+
+    @classmethod
+    def latest(cls) -> Position:
+        """Only events enqueued after the receiver opens."""
+        return cls("latest", None, False)
+
+    @classmethod
+    def from_sequence_number(cls, sequence_number: int, *, inclusive: bool = False) -> Position:
+        """After (or at, when inclusive) the event with this sequence number."""
+        return cls("sequence_number", sequence_number, inclusive)
+
+    @classmethod
+    def from_offset(cls, offset: str | int, *, inclusive: bool = False) -> Position:
+        """After (or at, when inclusive) the event with this offset."""
+        if isinstance(offset, bool) or not isinstance(offset, str | int):
+            raise ConfigurationError(f"offset must be a str or int, got {offset!r}")
+        return cls("offset", str(offset), inclusive)
+
+    @classmethod
+    def from_enqueued_time(cls, enqueued_time: _dt.datetime, *, inclusive: bool = False) -> Position:
+        """The first event enqueued after (or at, when inclusive) this time."""
+        return cls("enqueued_time", enqueued_time, inclusive)
+
+    @classmethod
+    def coerce(cls, value: object) -> Position:
+        """Accept a Position, or the SDK's forms: "-1"/"@latest", an int sequence number, a datetime.
+
+        Raises:
+            ConfigurationError: For anything else.
+        """
+        if isinstance(value, Position):
+            return value
+        if value == "-1" or value == "earliest" or value == "@earliest":
+            return cls.earliest()
+        if value == "@latest" or value == "latest":
+            return cls.latest()
+        if isinstance(value, int) and not isinstance(value, bool):
+            return cls.from_sequence_number(value)
+        if isinstance(value, _dt.datetime):
+            return cls.from_enqueued_time(value)
+        raise ConfigurationError(f"not a position: {value!r} (use rxhubs.Position.earliest(), ...)")
+
+
+class CloseReason(enum.Enum):
+    """Why a partition stream ended.
+
+    ``SHUTDOWN``: this consumer stopped (disposed, interrupted, completed).
+    ``OWNERSHIP_LOST``: another consumer took the partition, or this one handed it over.
+    """
+
+    SHUTDOWN = "shutdown"
+    OWNERSHIP_LOST = "ownership_lost"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The last event of a partition a consumer group has finished with; reading resumes after it.
+
+    Example:
+        >>> cp = Checkpoint("ns", "telemetry", "$Default", "0", offset="896", sequence_number=7)
+        >>> cp.position()
+        Position(kind='sequence_number', value=7, inclusive=False)
+    """
+
+    fully_qualified_namespace: str
+    eventhub_name: str
+    consumer_group: str
+    partition_id: str
+    offset: str | None
+    sequence_number: int
+
+    def position(self) -> Position:
+        """Where to resume: just after the checkpointed event."""
+        return Position.from_sequence_number(self.sequence_number, inclusive=False)
+
+    @classmethod
+    def of(cls, context: PartitionContext, event: Event) -> Checkpoint:
+        """The checkpoint that marks ``event`` of ``context``'s partition as done."""
+        return cls(
+            context.fully_qualified_namespace,
+            context.eventhub_name,
+            context.consumer_group,
+            context.partition_id,
+            event.offset,
+            event.sequence_number,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """Who owns a partition for a consumer group; stores compare-and-swap these on ``etag``.
+
+    Attributes:
+        owner_id: The owning consumer, or ``""`` when released.
+        last_modified_time: Seconds since the epoch of the last claim or renewal (set by the store).
+        etag: The store's version of the record; a claim carrying it succeeds only if unchanged,
+            a claim without it only if the record does not exist yet.
+
+    Example:
+        >>> o = Ownership("ns", "telemetry", "$Default", "3", owner_id="consumer-a")
+        >>> o.is_released, o.etag is None
+        (False, True)
+    """
+
+    fully_qualified_namespace: str
+    eventhub_name: str
+    consumer_group: str
+    partition_id: str
+    owner_id: str
+    last_modified_time: float | None = None
+    etag: str | None = None
+
+    @property
+    def is_released(self) -> bool:
+        """True when the owner gave the partition up (an empty owner id)."""
+        return self.owner_id == ""

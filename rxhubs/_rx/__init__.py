@@ -1,0 +1,1 @@
+"""Small Rx plumbing shared by rxhubs sources and operators (private)."""

@@ -1,0 +1,122 @@
+"""The rxhubs exception tree.
+
+Every error rxhubs raises derives from :class:`RxHubsError`. Each carries a ``retriable`` flag: ``True``
+means trying the same thing again later may succeed (a dropped connection, a store outage), ``False``
+means it will not until something changes (a bad connection string, an unknown partition). Errors from
+azure-eventhub and azure-storage-blob are translated at the boundary and chained (``raise ... from exc``),
+so the original is always on ``__cause__``.
+
+::
+
+    RxHubsError (retriable: per instance)
+    ├── ConfigurationError            bad argument, malformed connection string, invalid position
+    ├── NotFoundError                 unknown hub, partition or consumer group
+    ├── AuthenticationError           the service refused the credentials
+    ├── ConnectionError_              transport failure (retriable)
+    │   └── ReceiverClosedError       receive on a closed receiver (not retriable)
+    ├── OwnershipLostError            another reader with a higher owner level took the partition
+    ├── StoreError                    the checkpoint store failed (retriable by default)
+    │   ├── OwnershipConflictError    a claim lost its compare-and-swap (etag mismatch)
+    │   └── CorruptRecordError        a stored record could not be parsed
+    ├── SinkError                     a sink (e.g. a Spark write) failed after its retries
+    └── EmulatorError                 the local emulator could not start or serve
+
+Messages never include secrets: connection strings are shown with their keys redacted.
+
+Example:
+    >>> from rxhubs.errors import ConfigurationError, RxHubsError
+    >>> try:
+    ...     raise ConfigurationError("max_count must be >= 1, got 0")
+    ... except RxHubsError as exc:
+    ...     (type(exc).__name__, exc.retriable)
+    ('ConfigurationError', False)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "ConnectionError_",
+    "CorruptRecordError",
+    "EmulatorError",
+    "NotFoundError",
+    "OwnershipConflictError",
+    "OwnershipLostError",
+    "ReceiverClosedError",
+    "RxHubsError",
+    "SinkError",
+    "StoreError",
+]
+
+
+class RxHubsError(Exception):
+    """Root of every rxhubs error.
+
+    Args:
+        message: One line that says what went wrong and, where it helps, what to do.
+        retriable: Whether the same call may succeed later. Defaults to the class's ``default_retriable``.
+    """
+
+    default_retriable: bool = False
+
+    def __init__(self, message: str = "", *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        self.retriable: bool = self.default_retriable if retriable is None else retriable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r}, retriable={self.retriable})"
+
+
+class ConfigurationError(RxHubsError, ValueError):
+    """A bad argument or setting: fix the call, retrying will not help."""
+
+
+class NotFoundError(RxHubsError, LookupError):
+    """An unknown event hub, partition or consumer group."""
+
+
+class AuthenticationError(RxHubsError):
+    """The service refused the credentials."""
+
+
+class ConnectionError_(RxHubsError):  # noqa: N801 - trailing underscore avoids the builtin name
+    """A transport failure: the link or connection dropped, a call timed out. Retriable."""
+
+    default_retriable = True
+
+
+class ReceiverClosedError(ConnectionError_):
+    """A receive on a receiver that was closed. Not retriable: open a new receiver."""
+
+    default_retriable = False
+
+
+class OwnershipLostError(RxHubsError):
+    """Another reader with a higher owner level took the partition (the service detached this link)."""
+
+
+class StoreError(RxHubsError):
+    """The checkpoint store failed. Retriable by default (an outage); see subclasses."""
+
+    default_retriable = True
+
+
+class OwnershipConflictError(StoreError):
+    """A claim lost its compare-and-swap: someone else changed the ownership record first."""
+
+    default_retriable = False
+
+
+class CorruptRecordError(StoreError):
+    """A stored ownership or checkpoint record could not be parsed."""
+
+    default_retriable = False
+
+
+class SinkError(RxHubsError):
+    """A sink (a Spark write, a user writer) failed after its retries; nothing after it was checkpointed."""
+
+
+class EmulatorError(RxHubsError):
+    """The local Event Hubs emulator could not start or serve."""
