@@ -15,6 +15,7 @@ so the original is always on ``__cause__``.
     ├── ConnectionError_              transport failure (retriable)
     │   └── ReceiverClosedError       receive on a closed receiver (not retriable)
     ├── OwnershipLostError            another reader with a higher owner level took the partition
+    ├── QuotaExceededError            a service limit, e.g. more than 5 readers per partition
     ├── StoreError                    the checkpoint store failed (retriable by default)
     │   ├── OwnershipConflictError    a claim lost its compare-and-swap (etag mismatch)
     │   └── CorruptRecordError        a stored record could not be parsed
@@ -43,6 +44,7 @@ __all__ = [
     "NotFoundError",
     "OwnershipConflictError",
     "OwnershipLostError",
+    "QuotaExceededError",
     "ReceiverClosedError",
     "RxHubsError",
     "SinkError",
@@ -120,3 +122,7 @@ class SinkError(RxHubsError):
 
 class EmulatorError(RxHubsError):
     """The local Event Hubs emulator could not start or serve."""
+
+
+class QuotaExceededError(RxHubsError):
+    """A service limit was reached, e.g. more than 5 readers on one partition and consumer group."""

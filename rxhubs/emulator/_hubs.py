@@ -1,0 +1,346 @@
+"""Event hubs and their partitions: append-only logs in memory or in files, positions, reader rules.
+
+Offsets are byte positions in the partition's log (the same numbers whether or not the log is on disk), so
+they only grow; sequence numbers count from 0. A durable log file is a magic header then records of
+``[length u32][crc32 u32][enqueued ms i64][delivery-annotation position u32][message]``; recovery keeps every
+whole record and cuts the file after the last one, so a record torn by a kill mid-write is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import os
+import re
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from rxhubs.emulator import _message as msg
+from rxhubs.emulator._codec import Array, Timestamp
+
+_LOG = logging.getLogger("rxhubs.emulator")
+
+MAGIC = b"RXEHLOG1"
+_REC = struct.Struct(">IIqI")
+_CRC_FIELDS = struct.Struct(">qI")
+MAX_READERS = 5
+
+
+class Reader(Protocol):
+    """A consumer link as the partition's reader rules see it."""
+
+    epoch: int | None
+
+    def evict(self, condition: str, description: str) -> None:
+        """Detach the reader with an error (its partition was taken by a higher owner level)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartPosition:
+    """Where a receiver starts: ``kind`` is offset, sequence or time; ``value`` a string from the filter."""
+
+    kind: str
+    value: str
+    inclusive: bool
+
+
+_FILTER = re.compile(
+    r"^\s*amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>)\s*'([^']*)'\s*$"
+)
+
+
+def parse_selector(selector: str) -> StartPosition:
+    """Parse an Event Hubs selector filter such as ``amqp.annotation.x-opt-offset > '-1'``.
+
+    Raises:
+        ValueError: The expression is not one the service understands.
+    """
+    m = _FILTER.match(selector)
+    if not m:
+        raise ValueError(f"unsupported selector filter: {selector!r}")
+    kind, op, value = m.groups()
+    if kind != "offset" or value not in ("-1", "@latest"):
+        try:
+            int(value)
+        except ValueError:
+            raise ValueError(f"bad value in selector filter: {selector!r}") from None
+    return StartPosition(kind, value, op == ">=")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def partition_for_key(key: str, partition_count: int) -> int:
+    """The partition index of a partition key: lookup3 hash, as the SDK's buffered producer computes it."""
+    c, b = _lookup3([ord(ch) & 0xFFFFFFFF for ch in key])
+    h = (c ^ b) & 0xFFFF
+    if h >= 0x8000:
+        h -= 0x10000
+    return abs(h % partition_count)
+
+
+def _rot(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & 0xFFFFFFFF
+
+
+def _lookup3(data: list[int]) -> tuple[int, int]:
+    m = 0xFFFFFFFF
+    n = len(data)
+    a = b = c = (0xDEADBEEF + n) & m
+    p = 0
+    rem = n
+
+    def word(i: int, k: int) -> int:
+        return sum(data[i + j] << (8 * j) for j in range(k))
+
+    while rem > 12:
+        a = (a + word(p, 4)) & m
+        b = (b + word(p + 4, 4)) & m
+        c = (c + word(p + 8, 4)) & m
+        a = (a - c) & m; a ^= _rot(c, 4); c = (c + b) & m  # noqa: E702
+        b = (b - a) & m; b ^= _rot(a, 6); a = (a + c) & m  # noqa: E702
+        c = (c - b) & m; c ^= _rot(b, 8); b = (b + a) & m  # noqa: E702
+        a = (a - c) & m; a ^= _rot(c, 16); c = (c + b) & m  # noqa: E702
+        b = (b - a) & m; b ^= _rot(a, 19); a = (a + c) & m  # noqa: E702
+        c = (c - b) & m; c ^= _rot(b, 4); b = (b + a) & m  # noqa: E702
+        p += 12
+        rem -= 12
+    if rem == 0:
+        return c, b
+    if rem > 8:
+        c = (c + word(p + 8, rem - 8)) & m
+    if rem > 4:
+        b = (b + word(p + 4, min(4, rem - 4))) & m
+    a = (a + word(p, min(4, rem))) & m
+    c ^= b; c = (c - _rot(b, 14)) & m  # noqa: E702
+    a ^= c; a = (a - _rot(c, 11)) & m  # noqa: E702
+    b ^= a; b = (b - _rot(a, 25)) & m  # noqa: E702
+    c ^= b; c = (c - _rot(b, 16)) & m  # noqa: E702
+    a ^= c; a = (a - _rot(c, 4)) & m  # noqa: E702
+    b ^= a; b = (b - _rot(a, 14)) & m  # noqa: E702
+    c ^= b; c = (c - _rot(b, 24)) & m  # noqa: E702
+    return c, b
+
+
+class Partition:
+    """One partition: an append-only log of encoded events plus the readers attached to it."""
+
+    def __init__(self, hub: str, partition_id: str, path: Path | None) -> None:
+        self.hub = hub
+        self.partition_id = partition_id
+        self.offsets: list[int] = []
+        self.times: list[int] = []
+        self.data: list[bytes] = []
+        self.da_pos: list[int] = []
+        self.next_offset = len(MAGIC)
+        self.readers: dict[str, list[Reader]] = {}
+        self._signal: asyncio.Future[None] | None = None
+        self._fd: int | None = None
+        if path is not None:
+            self._open(path)
+
+    # ------------------------------------------------------------------ durability
+    def _open(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            blob = f.read()
+        if len(blob) < len(MAGIC) or blob[: len(MAGIC)] != MAGIC:
+            if blob:
+                _LOG.warning("%s: not an emulator log, starting it afresh", path)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, MAGIC)
+            blob = MAGIC
+        pos = len(MAGIC)
+        end = len(blob)
+        while pos + _REC.size <= end:
+            length, crc, enq, da = _REC.unpack_from(blob, pos)
+            start = pos + _REC.size
+            if start + length > end:
+                break
+            body = blob[start : start + length]
+            if zlib.crc32(body, zlib.crc32(_CRC_FIELDS.pack(enq, da))) != crc or da > length:
+                break
+            self.offsets.append(pos)
+            self.times.append(enq)
+            self.data.append(body)
+            self.da_pos.append(da)
+            pos = start + length
+        if pos != end:
+            _LOG.warning("%s: dropped a torn record at byte %d (%d bytes)", path, pos, end - pos)
+            os.ftruncate(fd, pos)
+        os.lseek(fd, pos, os.SEEK_SET)
+        self.next_offset = pos
+        self._fd = fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    # ------------------------------------------------------------------ appending
+    @property
+    def last_sequence_number(self) -> int:
+        return len(self.data) - 1
+
+    def append(self, messages: list[tuple[bytes, list[msg.Section], dict[Any, Any]]], partition_key: str | None,
+               ) -> None:
+        """Append messages (each with its sections and annotations), stamping Event Hubs annotations."""
+        t = max(now_ms(), self.times[-1] if self.times else 0)
+        chunks: list[bytes] = []
+        for buf, secs, ann in messages:
+            seq = len(self.data)
+            offset = self.next_offset
+            encoded, da = msg.stamp(buf, secs, ann, seq, offset, t, partition_key)
+            crc = zlib.crc32(encoded, zlib.crc32(_CRC_FIELDS.pack(t, da)))
+            if self._fd is not None:
+                chunks.append(_REC.pack(len(encoded), crc, t, da))
+                chunks.append(encoded)
+            self.offsets.append(offset)
+            self.times.append(t)
+            self.data.append(encoded)
+            self.da_pos.append(da)
+            self.next_offset = offset + _REC.size + len(encoded)
+        if self._fd is not None and chunks:
+            blob = b"".join(chunks)
+            view = memoryview(blob)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        if self._signal is not None and not self._signal.done():
+            self._signal.set_result(None)
+        self._signal = None
+
+    async def wait_beyond(self, count: int) -> None:
+        """Wait until the log holds more than ``count`` events."""
+        while len(self.data) <= count:
+            if self._signal is None:
+                self._signal = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._signal)
+
+    # ------------------------------------------------------------------ reading
+    def start_index(self, position: StartPosition | None) -> int:
+        """Index of the first event a receiver with this start position gets."""
+        n = len(self.data)
+        if position is None:
+            return n
+        v = position.value
+        if position.kind == "offset":
+            if v == "-1":
+                return 0
+            if v == "@latest":
+                return n
+            off = int(v)
+            if position.inclusive:
+                return bisect.bisect_left(self.offsets, off)
+            return bisect.bisect_right(self.offsets, off)
+        if position.kind == "sequence-number":
+            seq = int(v)
+            idx = seq if position.inclusive else seq + 1
+            return min(max(idx, 0), n)
+        ms = int(v)
+        if position.inclusive:
+            return bisect.bisect_left(self.times, ms)
+        return bisect.bisect_right(self.times, ms)
+
+    def properties(self) -> dict[str, Any]:
+        last = self.last_sequence_number
+        return {
+            "name": self.hub,
+            "partition": self.partition_id,
+            "begin_sequence_number": 0,
+            "last_enqueued_sequence_number": last,
+            "last_enqueued_offset": str(self.offsets[-1]) if last >= 0 else "-1",
+            "last_enqueued_time_utc": Timestamp(self.times[-1] if last >= 0 else 0),
+            "is_partition_empty": last < 0,
+        }
+
+    def last_enqueued(self) -> tuple[int, int, int]:
+        """Sequence number, offset and enqueued time of the last event (-1, -1, 0 when empty)."""
+        if not self.data:
+            return -1, -1, 0
+        return len(self.data) - 1, self.offsets[-1], self.times[-1]
+
+    # ------------------------------------------------------------------ reader rules
+    def add_reader(self, consumer_group: str, reader: Reader) -> tuple[str, str] | None:
+        """Register a reader, applying owner-level rules. Returns an error (condition, text) to refuse it."""
+        readers = self.readers.setdefault(consumer_group, [])
+        epochs = [r.epoch for r in readers if r.epoch is not None]
+        top = max(epochs) if epochs else None
+        where = f"partition '{self.partition_id}' of '{self.hub}' in consumer group '{consumer_group}'"
+        if reader.epoch is None:
+            if top is not None:
+                return ("amqp:link:stolen",
+                        f"A receiver with owner level {top} is active on {where}; a receiver without an owner "
+                        f"level cannot be created.")
+            if len(readers) >= MAX_READERS:
+                return ("amqp:resource-limit-exceeded",
+                        f"Exceeded the maximum number of allowed receivers per partition in a consumer group "
+                        f"which is {MAX_READERS} ({where}).")
+        else:
+            if top is not None and reader.epoch < top:
+                return ("amqp:link:stolen",
+                        f"A receiver with a higher owner level {top} is active on {where}; owner level "
+                        f"{reader.epoch} cannot be created.")
+            for old in list(readers):
+                readers.remove(old)
+                old.evict("amqp:link:stolen",
+                          f"New receiver with owner level {reader.epoch} was opened on {where}; this receiver "
+                          f"(owner level {old.epoch}) is disconnected.")
+        readers.append(reader)
+        return None
+
+    def remove_reader(self, consumer_group: str, reader: Reader) -> None:
+        readers = self.readers.get(consumer_group)
+        if readers and reader in readers:
+            readers.remove(reader)
+
+
+class Hub:
+    """An event hub: partitions, consumer groups, round-robin and partition-key routing."""
+
+    def __init__(self, name: str, partition_count: int, consumer_groups: tuple[str, ...],
+                 data_dir: Path | None) -> None:
+        self.name = name
+        self.created_at_ms = now_ms()
+        self.consumer_groups = frozenset(("$Default", *consumer_groups))
+        self.partitions = {
+            str(i): Partition(name, str(i), data_dir / name / f"{i}.log" if data_dir is not None else None)
+            for i in range(partition_count)
+        }
+        self._ids = list(self.partitions)
+        self._next = 0
+        if data_dir is not None:
+            marker = data_dir / name / "created_at"
+            try:
+                self.created_at_ms = int(marker.read_text())
+            except (OSError, ValueError):
+                marker.write_text(str(self.created_at_ms))
+
+    def route(self, partition_key: str | None) -> Partition:
+        """The partition an event sent to the hub goes to: by key, else round robin."""
+        if partition_key is not None:
+            return self.partitions[self._ids[partition_for_key(partition_key, len(self._ids))]]
+        p = self.partitions[self._ids[self._next % len(self._ids)]]
+        self._next += 1
+        return p
+
+    def properties(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": "com.microsoft:eventhub",
+            "created_at": Timestamp(self.created_at_ms),
+            "partition_count": len(self._ids),
+            "partition_ids": Array(0xA1, list(self._ids)),
+        }
+
+    def close(self) -> None:
+        for p in self.partitions.values():
+            p.close()

@@ -1,0 +1,381 @@
+"""One partition as an Observable of event batches, pulled from a receiver with backpressure.
+
+The source pulls a batch, emits it, and pulls the next only when fewer than ``max_inflight`` of its
+batches are still held downstream. A batch is held from ``on_next`` until every operator that called
+:meth:`EventBatch.hold` acknowledged it; a synchronous pipeline holds nothing, so the next pull starts
+only once ``on_next`` returned: the batch before it has been handled. Memory therefore stays bounded by
+``max_inflight x max_batch_size`` events per partition, whatever the pipeline does.
+
+Resuming: after a retriable error the receiver is closed and reopened exactly after the last event
+emitted (exclusive sequence-number position), so there is no gap and no duplicate; events at or below
+that sequence number are dropped should a transport replay them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+
+from rxhubs._models import Event, EventBatch, Position, _Lease
+from rxhubs._rx._aio import call, from_async
+from rxhubs._shutdown import current_shutdown
+from rxhubs.errors import ConfigurationError
+from rxhubs.sources._retry import Backoff
+from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, Hub, PartitionReceiver
+
+__all__ = ["DEFAULTS", "partition_batches"]
+
+log = logging.getLogger("rxhubs.sources")
+
+#: Defaults shared by ``partition_batches``, ``partitions`` and ``consume``.
+DEFAULTS: dict[str, Any] = {
+    "max_batch_size": 300,
+    "max_wait": 1.0,
+    "max_inflight": 16,
+    "prefetch": 300,
+}
+
+_SYNC_BURST = 64  # batches handed out in one scheduled step before yielding to other work
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def check_source_args(max_batch_size: object, max_wait: object, max_inflight: object, prefetch: object) -> None:
+    """Validate the options shared by the sources, raising :class:`ConfigurationError`."""
+    _check_positive_int("max_batch_size", max_batch_size)
+    _check_positive_int("max_inflight", max_inflight)
+    _check_positive_int("prefetch", prefetch)
+    if isinstance(max_wait, bool) or not isinstance(max_wait, int | float) or max_wait < 0:
+        raise ConfigurationError(f"max_wait must be a number of seconds >= 0, got {max_wait!r}")
+
+
+def partition_batches(
+    hub: Hub,
+    partition_id: str,
+    *,
+    consumer_group: str = DEFAULT_CONSUMER_GROUP,
+    start: Position | None = None,
+    owner_level: int | None = None,
+    prefetch: int = DEFAULTS["prefetch"],
+    max_batch_size: int = DEFAULTS["max_batch_size"],
+    max_wait: float = DEFAULTS["max_wait"],
+    max_inflight: int = DEFAULTS["max_inflight"],
+    emit_empty: bool = False,
+    retry: Backoff | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+    on_closed: Callable[[PartitionReceiver], None] | None = None,
+) -> Observable[EventBatch]:
+    """An Observable of the batches of one partition, read from ``start``, in order, with backpressure.
+
+    Each subscription opens its own receiver on its first pull and closes it when the stream ends or is
+    disposed. It completes when a graceful stop is requested (:func:`rxhubs.run` on Ctrl-C), after the
+    batches in flight were acknowledged; it errors with a typed error when a non-retriable error occurs
+    (:class:`~rxhubs.errors.OwnershipLostError` when a reader with a higher owner level takes over) or
+    retries run out.
+
+    Marble diagram (``max_inflight=1``; ``a``, ``b`` batches; the source waits for each to be handled)::
+
+        partition:  --1-2-3----4--|
+        batches:    --a----b----c--
+                      a = [1]   b = [2, 3]   c = [4]
+
+    Args:
+        hub: The hub (``rxhubs.EventHub`` or ``rxhubs.testing.InMemoryEventHub``).
+        partition_id: The partition to read.
+        consumer_group: The consumer group.
+        start: Where to start (default: earliest).
+        owner_level: Owner level (epoch) for an exclusive receiver.
+        prefetch: Events the transport may buffer ahead.
+        max_batch_size: Most events per batch.
+        max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted).
+        max_inflight: Most batches emitted but not yet acknowledged.
+        emit_empty: Emit empty batches after ``max_wait`` with no events (heartbeats).
+        retry: Backoff for retriable errors (default :class:`Backoff()`).
+        scheduler: Scheduler to run on (default: the one given at subscribe time).
+        on_closed: Called with the receiver after it was closed.
+
+    Returns:
+        An Observable of :class:`~rxhubs.EventBatch`.
+
+    Raises:
+        ConfigurationError: At call time, for invalid options.
+
+    Example:
+        >>> from rxhubs.testing import InMemoryEventHub
+        >>> from reactivex.testing import TestScheduler
+        >>> hub = InMemoryEventHub(partition_count=1)
+        >>> _ = hub.send([b"a", b"b", b"c"], partition_id="0")
+        >>> seen = []
+        >>> scheduler = TestScheduler()
+        >>> _ = partition_batches(hub, "0", max_batch_size=2).subscribe(
+        ...     lambda b: seen.append([e.body for e in b]), scheduler=scheduler)
+        >>> scheduler.advance_by(1.0)
+        >>> seen
+        [[b'a', b'b'], [b'c']]
+    """
+    check_source_args(max_batch_size, max_wait, max_inflight, prefetch)
+    if not isinstance(partition_id, str) or not partition_id:
+        raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
+    if start is not None and not isinstance(start, Position):
+        raise ConfigurationError(f"start must be an rxhubs.Position, got {type(start).__name__}")
+    if not callable(getattr(hub, "receiver", None)):
+        raise ConfigurationError(f"hub must provide receiver(...), got {type(hub).__name__}")
+    known = getattr(hub, "partition_ids", None)
+    if isinstance(known, tuple) and partition_id not in known:
+        from rxhubs.errors import NotFoundError
+
+        raise NotFoundError(f"partition {partition_id!r} not found (ids: {', '.join(known)})")
+
+    def subscribe(observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+        pump = _Pump(
+            observer=observer,
+            scheduler=scheduler or sched or reactivex.scheduler.CurrentThreadScheduler.singleton(),
+            open_receiver=lambda position: hub.receiver(
+                partition_id, consumer_group, start=position, owner_level=owner_level, prefetch=prefetch
+            ),
+            start=start or Position.earliest(),
+            max_batch_size=max_batch_size,
+            max_wait=max_wait,
+            max_inflight=max_inflight,
+            emit_empty=emit_empty,
+            retry=retry or Backoff(),
+            on_closed=on_closed,
+        )
+        pump.start()
+        return Disposable(pump.dispose)
+
+    return reactivex.create(subscribe)
+
+
+class _Pump:
+    """The state machine behind one subscription of :func:`partition_batches`."""
+
+    def __init__(
+        self,
+        *,
+        observer: abc.ObserverBase[EventBatch],
+        scheduler: abc.SchedulerBase,
+        open_receiver: Callable[[Position], PartitionReceiver],
+        start: Position,
+        max_batch_size: int,
+        max_wait: float,
+        max_inflight: int,
+        emit_empty: bool,
+        retry: Backoff,
+        on_closed: Callable[[PartitionReceiver], None] | None,
+    ) -> None:
+        self.observer = observer
+        self.scheduler = scheduler
+        self.open_receiver = open_receiver
+        self.position = start
+        self.max_batch_size = max_batch_size
+        self.max_wait = max_wait
+        self.max_inflight = max_inflight
+        self.emit_empty = emit_empty
+        self.retry = retry
+        self.on_closed = on_closed
+        self.receiver: PartitionReceiver | None = None
+        self.last_sequence_number: int | None = None
+        self.inflight = 0
+        self.attempt = 0
+        self.pulling = False
+        self.pull: abc.DisposableBase | None = None
+        self.in_step = False
+        self.again = False
+        self.stopping = False
+        self.done = False
+        self.unwatch: abc.DisposableBase | None = None
+        self.timer: abc.DisposableBase | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        shutdown = current_shutdown()
+        if shutdown is not None:
+            self.unwatch = shutdown.watch(self.stop)
+        self.schedule_step()
+
+    def stop(self) -> None:
+        """Graceful: no more pulls; complete once the batches in flight are acknowledged."""
+        if self.done or self.stopping:
+            return
+        self.stopping = True
+        self.cancel_pull()
+        self.kick()
+
+    def dispose(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.cancel_pull()
+        if self.timer is not None:
+            self.timer.dispose()
+        if self.unwatch is not None:
+            self.unwatch.dispose()
+        self.close_receiver()
+
+    def finish(self, error: Exception | None = None) -> None:
+        if self.done:
+            return
+        self.dispose()
+        if error is None:
+            self.observer.on_completed()
+        else:
+            self.observer.on_error(error)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def schedule_step(self, delay: float = 0.0) -> None:
+        if self.done:
+            return
+        if delay > 0:
+            self.timer = self.scheduler.schedule_relative(delay, lambda *_: self.step())
+        else:
+            self.scheduler.schedule(lambda *_: self.step())
+
+    def kick(self) -> None:
+        """Something changed (an ack, a result): run a step now, or after the current one."""
+        if self.in_step:
+            self.again = True
+        else:
+            self.step()
+
+    def step(self) -> None:
+        if self.in_step:
+            self.again = True
+            return
+        self.in_step = True
+        try:
+            for _ in range(_SYNC_BURST):
+                self.again = False
+                if self.done or self.pulling:
+                    return
+                if self.stopping:
+                    if self.inflight == 0:
+                        self.finish()
+                    return
+                if self.inflight >= self.max_inflight:
+                    return
+                if not self.pull_once():
+                    return
+            self.again = True  # burst used up: yield to other work, then go on
+        finally:
+            self.in_step = False
+            if self.again and not self.done:
+                self.again = False
+                self.schedule_step()
+
+    def pull_once(self) -> bool:
+        """Pull one batch. True if it completed synchronously (the loop may go on)."""
+        try:
+            receiver = self.receiver
+            if receiver is None:
+                receiver = self.receiver = self.open_receiver(self.position)
+            nowait = getattr(receiver, "receive_nowait", None)
+            if nowait is not None:
+                events: list[Event] = nowait(self.max_batch_size)
+                if events:
+                    self.on_result(events)
+                    return True
+        except Exception as exc:  # noqa: BLE001 - typed errors decide retry; others end the stream
+            self.on_failure(exc)
+            return False
+        self.pulling = True
+        observe = getattr(receiver, "observe_batch", None)
+        source: Observable[list[Event]]
+        if observe is not None:
+            source = observe(self.max_batch_size, self.max_wait)
+        else:
+            source = from_async(lambda: receiver.receive_batch(self.max_batch_size, self.max_wait))
+        self.pull = source.subscribe(self.on_pulled, self.on_pull_error, scheduler=self.scheduler)
+        return not self.pulling
+
+    def on_pulled(self, events: list[Event]) -> None:
+        if self.done or not self.pulling:
+            return
+        self.pulling = False
+        self.pull = None
+        self.on_result(events)
+        self.kick()
+
+    def on_pull_error(self, error: Exception) -> None:
+        if self.done or not self.pulling:
+            return
+        self.pulling = False
+        self.pull = None
+        self.on_failure(error)
+
+    def cancel_pull(self) -> None:
+        pull, self.pull = self.pull, None
+        self.pulling = False
+        if pull is not None:
+            pull.dispose()
+
+    # -- results -------------------------------------------------------------------------------------------
+    def on_result(self, events: list[Event]) -> None:
+        self.attempt = 0
+        last = self.last_sequence_number
+        if events and last is not None and events[0].sequence_number <= last:
+            events = [e for e in events if e.sequence_number > last]  # a transport replayed: drop
+        if not events and not self.emit_empty:
+            return
+        receiver = self.receiver
+        assert receiver is not None
+        lease = _Lease(self.on_ack)
+        if events:
+            self.last_sequence_number = events[-1].sequence_number
+            self.position = Position.from_sequence_number(events[-1].sequence_number)
+        batch = EventBatch(receiver.context, tuple(events), receiver.last_enqueued_event_properties, lease)
+        self.inflight += 1
+        lease.hold()
+        try:
+            self.observer.on_next(batch)
+        except Exception as exc:  # noqa: BLE001 - a downstream observer raised: end the stream with it
+            self.finish(exc)
+            return
+        finally:
+            lease.release()
+
+    def on_ack(self) -> None:
+        self.inflight -= 1
+        if not self.done:
+            self.kick()
+
+    def on_failure(self, error: Exception) -> None:
+        self.close_receiver()
+        if self.done:
+            return
+        self.attempt += 1
+        if not self.stopping and self.retry.should_retry(error, self.attempt):
+            delay = self.retry.delay(self.attempt)
+            log.warning(
+                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position
+            )
+            self.schedule_step(delay)
+            return
+        self.finish(error)
+
+    def close_receiver(self) -> None:
+        receiver, self.receiver = self.receiver, None
+        if receiver is None:
+            return
+        on_closed = self.on_closed
+
+        def closed(_: Any = None) -> None:
+            if on_closed is not None:
+                on_closed(receiver)
+
+        def failed(exc: Exception) -> None:
+            log.warning("closing receiver failed: %s", exc)
+            closed()
+
+        try:
+            call(receiver, "close").subscribe(on_completed=closed, on_error=failed, scheduler=self.scheduler)
+        except Exception as exc:  # noqa: BLE001 - e.g. no event loop left at interpreter exit
+            failed(exc)

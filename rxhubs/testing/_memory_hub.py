@@ -1,0 +1,491 @@
+"""An in-process event hub with the service's semantics, for tests and demos.
+
+Partitions are append-only lists with real sequence numbers (from 0), offsets (the byte position of the
+event in the partition, as a string) and enqueued times. Several receivers may read one partition, each at
+its own position. Owner levels behave as in the service: a receiver with a higher owner level takes the
+partition and the older one's next pull raises :class:`~rxhubs.errors.OwnershipLostError`; a lower level
+is refused while a higher one reads; at most five receivers without an owner level per partition and
+consumer group.
+
+Receivers work over asyncio (``await receive_batch``) and, through ``observe_batch``, on any Rx scheduler,
+including ``TestScheduler`` in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import datetime as dt
+import hashlib
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import CompositeDisposable, Disposable
+
+from rxhubs._models import (
+    Event,
+    EventHubProperties,
+    LastEnqueuedEventProperties,
+    PartitionContext,
+    PartitionProperties,
+    Position,
+)
+from rxhubs.errors import (
+    ConfigurationError,
+    NotFoundError,
+    OwnershipLostError,
+    QuotaExceededError,
+    ReceiverClosedError,
+    RxHubsError,
+)
+from rxhubs.transport._base import (
+    DEFAULT_CONSUMER_GROUP,
+    ReceiverBase,
+    check_receive_args,
+    check_receiver_args,
+)
+
+__all__ = ["InMemoryEventHub", "InMemoryReceiver"]
+
+UTC = dt.timezone.utc
+MAX_READERS = 5
+
+Body = bytes | str
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(UTC)
+
+
+def partition_for_key(partition_key: str, partition_count: int) -> int:
+    """The stable partition index for a partition key (same key, same partition, in every process)."""
+    digest = hashlib.sha256(partition_key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % partition_count
+
+
+class _Partition:
+    """One partition's log and its readers."""
+
+    def __init__(self, partition_id: str) -> None:
+        self.partition_id = partition_id
+        self.events: list[Event] = []
+        self.sequence_numbers: list[int] = []
+        self.offsets: list[int] = []
+        self.times: list[dt.datetime] = []
+        self.next_offset = 0
+        self.readers: dict[str, list[InMemoryReceiver]] = {}
+        self.waiters: list[Callable[[], None]] = []
+        self.faults: list[BaseException] = []
+
+    def append(self, event: Event) -> None:
+        self.events.append(event)
+        self.sequence_numbers.append(event.sequence_number)
+        self.offsets.append(int(event.offset))
+        self.times.append(event.enqueued_time)
+        waiters, self.waiters = self.waiters, []
+        for wake in waiters:
+            wake()
+
+    def index_of(self, position: Position) -> int:
+        """Index of the first event at or after ``position``."""
+        kind, value, inclusive = position.kind, position.value, position.inclusive
+        if kind == "earliest":
+            return 0
+        if kind == "latest":
+            return len(self.events)
+        if kind == "sequence_number":
+            assert isinstance(value, int)
+            keys: Sequence[Any] = self.sequence_numbers
+        elif kind == "offset":
+            assert isinstance(value, str)
+            keys, value = self.offsets, int(value)
+        else:
+            keys = self.times
+        return bisect.bisect_left(keys, value) if inclusive else bisect.bisect_right(keys, value)
+
+    def last_enqueued(self, now: dt.datetime) -> LastEnqueuedEventProperties:
+        if not self.events:
+            return LastEnqueuedEventProperties(-1, "-1", None, now)
+        last = self.events[-1]
+        return LastEnqueuedEventProperties(last.sequence_number, last.offset, last.enqueued_time, now)
+
+
+class InMemoryEventHub:
+    """An event hub in this process, with the same hub protocol as :class:`rxhubs.EventHub`.
+
+    Args:
+        partition_count: How many partitions ("0", "1", ...).
+        eventhub_name: The hub's name.
+        fully_qualified_namespace: The namespace reported in partition contexts.
+        consumer_groups: Consumer groups besides ``$Default``; receivers for others raise ``NotFoundError``.
+        clock: Returns the current UTC time for enqueued times (the test kit passes virtual time).
+
+    Example:
+        >>> import asyncio
+        >>> hub = InMemoryEventHub(partition_count=2)
+        >>> [e.sequence_number for e in hub.send([b"a", b"b"], partition_id="1")]
+        [0, 1]
+        >>> async def read():
+        ...     async with hub.receiver("1") as receiver:
+        ...         return [e.body for e in await receiver.receive_batch(10, max_wait=0)]
+        >>> asyncio.run(read())
+        [b'a', b'b']
+    """
+
+    def __init__(
+        self,
+        partition_count: int = 4,
+        *,
+        eventhub_name: str = "telemetry",
+        fully_qualified_namespace: str = "inmemory.servicebus.local",
+        consumer_groups: Iterable[str] = (),
+        clock: Callable[[], dt.datetime] | None = None,
+    ) -> None:
+        if isinstance(partition_count, bool) or not isinstance(partition_count, int) or partition_count < 1:
+            raise ConfigurationError(f"partition_count must be an int >= 1, got {partition_count!r}")
+        self._name = eventhub_name
+        self._namespace = fully_qualified_namespace
+        self._consumer_groups = {DEFAULT_CONSUMER_GROUP, *consumer_groups}
+        self._partitions = {str(i): _Partition(str(i)) for i in range(partition_count)}
+        self._ids = tuple(self._partitions)
+        self._round_robin = itertools.cycle(self._ids)
+        self.clock: Callable[[], dt.datetime] = clock or _utcnow
+        self.created_at = self.clock()
+
+    # -- identity ------------------------------------------------------------------------------------------
+    @property
+    def fully_qualified_namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def eventhub_name(self) -> str:
+        return self._name
+
+    @property
+    def partition_ids(self) -> tuple[str, ...]:
+        """The partition ids."""
+        return self._ids
+
+    def _partition(self, partition_id: str) -> _Partition:
+        try:
+            return self._partitions[partition_id]
+        except KeyError:
+            raise NotFoundError(
+                f"partition {partition_id!r} not found in event hub {self._name!r} (ids: {', '.join(self._ids)})"
+            ) from None
+
+    # -- producing -----------------------------------------------------------------------------------------
+    def send(
+        self,
+        bodies: Iterable[Body] | Body,
+        partition_id: str | None = None,
+        partition_key: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+    ) -> list[Event]:
+        """Append events and return them as stored (with sequence numbers, offsets and times).
+
+        Without ``partition_id`` or ``partition_key`` the events of one call go to one partition, chosen
+        round robin (like a batch sent to the hub); a key always maps to the same partition.
+
+        Raises:
+            ConfigurationError: Both ``partition_id`` and ``partition_key``, or a body that is not bytes/str.
+            NotFoundError: An unknown partition.
+        """
+        if partition_id is not None and partition_key is not None:
+            raise ConfigurationError("give partition_id or partition_key, not both")
+        if isinstance(bodies, bytes | str):
+            bodies = [bodies]
+        if partition_id is not None:
+            partition = self._partition(partition_id)
+        elif partition_key is not None:
+            partition = self._partitions[self._ids[partition_for_key(partition_key, len(self._ids))]]
+        else:
+            partition = self._partitions[next(self._round_robin)]
+        now = self.clock()
+        props = dict(properties or {})
+        stored: list[Event] = []
+        for body in bodies:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            elif not isinstance(body, bytes):
+                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+            seq = partition.events[-1].sequence_number + 1 if partition.events else 0
+            event = Event(
+                body=body,
+                sequence_number=seq,
+                offset=str(partition.next_offset),
+                enqueued_time=now,
+                partition_key=partition_key,
+                properties=props,
+                system_properties={},
+            )
+            partition.next_offset += len(body) + 64
+            partition.append(event)
+            stored.append(event)
+        return stored
+
+    def events(self, partition_id: str) -> tuple[Event, ...]:
+        """Everything stored in a partition, in order."""
+        return tuple(self._partition(partition_id).events)
+
+    def inject_error(self, partition_id: str, error: BaseException) -> None:
+        """Make the next pull of any receiver of this partition raise ``error`` (once per call)."""
+        self._partition(partition_id).faults.append(error)
+
+    # -- properties ----------------------------------------------------------------------------------------
+    def properties(self) -> EventHubProperties:
+        """Synchronous form of :meth:`get_properties`."""
+        return EventHubProperties(self._name, self.created_at, self._ids)
+
+    def partition_properties(self, partition_id: str) -> PartitionProperties:
+        """Synchronous form of :meth:`get_partition_properties`."""
+        p = self._partition(partition_id)
+        last = p.events[-1] if p.events else None
+        return PartitionProperties(
+            eventhub_name=self._name,
+            partition_id=partition_id,
+            beginning_sequence_number=p.events[0].sequence_number if p.events else 0,
+            last_enqueued_sequence_number=last.sequence_number if last else -1,
+            last_enqueued_offset=last.offset if last else "-1",
+            last_enqueued_time_utc=last.enqueued_time if last else None,
+            is_empty=last is None,
+        )
+
+    async def get_properties(self) -> EventHubProperties:
+        return self.properties()
+
+    async def get_partition_ids(self) -> Sequence[str]:
+        return self._ids
+
+    async def get_partition_properties(self, partition_id: str) -> PartitionProperties:
+        return self.partition_properties(partition_id)
+
+    def observe_get_partition_ids(self) -> Observable[Sequence[str]]:
+        """Rx-native :meth:`get_partition_ids` (emits at once)."""
+        return reactivex.of(self._ids)
+
+    def observe_get_partition_properties(self, partition_id: str) -> Observable[PartitionProperties]:
+        """Rx-native :meth:`get_partition_properties` (emits at once, or errors)."""
+        return reactivex.defer(lambda _: reactivex.of(self.partition_properties(partition_id)))
+
+    # -- receiving -----------------------------------------------------------------------------------------
+    def receiver(
+        self,
+        partition_id: str,
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
+        start: Position | None = None,
+        owner_level: int | None = None,
+        prefetch: int = 300,
+    ) -> InMemoryReceiver:
+        """A receiver of one partition; it attaches on its first pull.
+
+        Raises:
+            ConfigurationError: Bad arguments (an empty id, a negative owner level, a start that is not a Position).
+            NotFoundError: Unknown partition or consumer group.
+        """
+        check_receiver_args(partition_id, consumer_group, owner_level, prefetch)
+        if start is None:
+            start = Position.earliest()
+        elif not isinstance(start, Position):
+            raise ConfigurationError(f"start must be an rxhubs.Position, got {type(start).__name__}")
+        partition = self._partition(partition_id)
+        if consumer_group not in self._consumer_groups:
+            raise NotFoundError(f"consumer group {consumer_group!r} not found in event hub {self._name!r}")
+        context = PartitionContext(self._namespace, self._name, consumer_group, partition_id)
+        return InMemoryReceiver(self, partition, context, start, owner_level)
+
+    async def close(self) -> None:
+        """Nothing to release; present for the hub protocol."""
+
+    async def __aenter__(self) -> InMemoryEventHub:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"InMemoryEventHub(eventhub_name={self._name!r}, partition_count={len(self._ids)})"
+
+
+class InMemoryReceiver(ReceiverBase):
+    """A receiver of an :class:`InMemoryEventHub` partition. Create it with ``hub.receiver(...)``."""
+
+    def __init__(
+        self,
+        hub: InMemoryEventHub,
+        partition: _Partition,
+        context: PartitionContext,
+        start: Position,
+        owner_level: int | None,
+    ) -> None:
+        super().__init__(context, start, owner_level)
+        self._hub = hub
+        self._partition = partition
+        self._index: int | None = None  # next event to hand out, once attached
+        self._stolen: str | None = None
+
+    # -- attaching and owner levels ------------------------------------------------------------------------
+    def _attach(self) -> None:
+        if self._index is not None:
+            return
+        readers = self._partition.readers.setdefault(self._context.consumer_group, [])
+        levels = [r.owner_level for r in readers if r.owner_level is not None]
+        top = max(levels, default=None)
+        mine = self.owner_level
+        if top is not None and (mine is None or mine < top):
+            raise OwnershipLostError(
+                f"partition {self._context.partition_id}: a reader with owner level {top} is attached"
+                f" (this receiver: {mine})"
+            )
+        if mine is None and len(readers) >= MAX_READERS:
+            raise QuotaExceededError(
+                f"partition {self._context.partition_id}: at most {MAX_READERS} readers per consumer group"
+            )
+        if mine is not None:
+            for other in list(readers):
+                if other.owner_level is None or other.owner_level < mine:
+                    other._steal(f"a reader with owner level {mine} took partition {self._context.partition_id}")
+        readers.append(self)
+        self._index = self._partition.index_of(self._position)
+
+    def _steal(self, reason: str) -> None:
+        self._stolen = reason
+        self._detach()
+        waiters, self._partition.waiters = self._partition.waiters, []
+        for wake in waiters:
+            wake()
+
+    def _detach(self) -> None:
+        readers = self._partition.readers.get(self._context.consumer_group, [])
+        if self in readers:
+            readers.remove(self)
+
+    # -- pulling -------------------------------------------------------------------------------------------
+    def receive_nowait(self, max_count: int) -> list[Event]:
+        """Up to ``max_count`` events available now, without waiting ([] if none).
+
+        Raises:
+            The errors of :meth:`receive_batch`.
+        """
+        self._check_open()
+        if self._stolen is not None:
+            raise OwnershipLostError(self._stolen)
+        if self._partition.faults:
+            raise self._partition.faults.pop(0)
+        self._attach()
+        index = self._index
+        assert index is not None
+        events = self._partition.events[index : index + max_count]
+        if events:
+            self._index = index + len(events)
+            self._advance(events[-1])
+        self._last_enqueued = self._partition.last_enqueued(self._hub.clock())
+        return events
+
+    async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:
+        events = self.receive_nowait(max_count)
+        if events or max_wait == 0:
+            return events
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+
+        self._partition.waiters.append(wake)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), max_wait)
+        except TimeoutError:
+            pass
+        finally:
+            if wake in self._partition.waiters:
+                self._partition.waiters.remove(wake)
+        return self.receive_nowait(max_count)
+
+    async def receive_batch(self, max_count: int, max_wait: float | None = None) -> list[Event]:
+        check_receive_args(max_count, max_wait)
+        return await self._receive(max_count, max_wait)
+
+    def observe_batch(self, max_count: int, max_wait: float | None = None) -> Observable[list[Event]]:
+        """Rx-native :meth:`receive_batch`: emits the events (or [] after ``max_wait``) on the subscriber's scheduler.
+
+        Events present at subscription are emitted at once; otherwise the observable waits, in the
+        scheduler's time (virtual under ``TestScheduler``), for the first send or ``max_wait``.
+        """
+        check_receive_args(max_count, max_wait)
+
+        def subscribe(
+            observer: abc.ObserverBase[list[Event]], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            sched = scheduler or reactivex.scheduler.CurrentThreadScheduler.singleton()
+            finished = False
+
+            def deliver() -> None:
+                nonlocal finished
+                if finished:
+                    return
+                finished = True
+                try:
+                    events = self.receive_nowait(max_count)
+                except RxHubsError as exc:
+                    observer.on_error(exc)
+                    return
+                observer.on_next(events)
+                observer.on_completed()
+
+            try:
+                events = self.receive_nowait(max_count)
+            except RxHubsError as exc:
+                observer.on_error(exc)
+                return Disposable()
+            if events or max_wait == 0:
+                finished = True
+                observer.on_next(events)
+                observer.on_completed()
+                return Disposable()
+
+            disposables = CompositeDisposable()
+
+            def wake() -> None:
+                disposables.add(sched.schedule(lambda *_: deliver()))
+
+            self._partition.waiters.append(wake)
+
+            def unhook() -> None:
+                if wake in self._partition.waiters:
+                    self._partition.waiters.remove(wake)
+
+            disposables.add(Disposable(unhook))
+            if max_wait is not None:
+                disposables.add(sched.schedule_relative(max_wait, lambda *_: deliver()))
+            return disposables
+
+        return reactivex.create(subscribe)
+
+    def observe_close(self) -> Observable[None]:
+        """Rx-native :meth:`close` (completes at once)."""
+
+        def close_now(_: abc.SchedulerBase) -> Observable[None]:
+            self._mark_closed()
+            return reactivex.of(None)
+
+        return reactivex.defer(close_now)
+
+    def _mark_closed(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._detach()
+
+    async def _close(self) -> None:
+        self._detach()
+
+    async def get_partition_properties(self) -> PartitionProperties:
+        return self._hub.partition_properties(self._context.partition_id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ReceiverClosedError(f"receiver for partition {self._context.partition_id} is closed")
