@@ -346,7 +346,7 @@ class InMemoryReceiver(ReceiverBase):
             )
         if mine is not None:
             for other in list(readers):
-                if other.owner_level is None or other.owner_level < mine:
+                if other is not self and (other.owner_level is None or other.owner_level <= mine):
                     other._steal(f"a reader with owner level {mine} took partition {self._context.partition_id}")
         readers.append(self)
         self._index = self._partition.index_of(self._position)
