@@ -2,7 +2,7 @@
 
 Partitions are append-only lists with real sequence numbers (from 0), offsets (the byte position of the
 event in the partition, as a string) and enqueued times. Several receivers may read one partition, each at
-its own position. Owner levels behave as in the service: a receiver with a higher owner level takes the
+its own position. Owner levels behave as in the service: a receiver with an equal or higher owner level takes the
 partition and the older one's next pull raises :class:`~rxhubs.errors.OwnershipLostError`; a lower level
 is refused while a higher one reads; at most five receivers without an owner level per partition and
 consumer group.
