@@ -7,6 +7,7 @@ telemetry off, and can stop and restart it on the same port and data so fault te
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -93,6 +94,7 @@ class Azurite:
         self.location = Path(location) if location is not None else Path(tempfile.mkdtemp(prefix="rxhubs-azurite-"))
         self._process: subprocess.Popen[bytes] | None = None
         self._log_path = self.location / "azurite.log"
+        self._atexit = False
 
     @property
     def connection_string(self) -> str:
@@ -136,9 +138,12 @@ class Azurite:
             "--disableTelemetry",
         ]
         with open(self._log_path, "ab") as log:
-            self._process = subprocess.Popen(  # noqa: S603 - a fixed command line, no shell
+            self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+        if not self._atexit:
+            atexit.register(self.stop)  # never leave an orphan Azurite behind, even if close() is forgotten
+            self._atexit = True
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -169,6 +174,9 @@ class Azurite:
     def close(self) -> None:
         """Stop Azurite and remove its data folder if this object created it."""
         self.stop()
+        if self._atexit:
+            atexit.unregister(self.stop)
+            self._atexit = False
         if self._own_location:
             shutil.rmtree(self.location, ignore_errors=True)
 
