@@ -1,0 +1,312 @@
+"""Links: what the emulator does on each kind of attached link.
+
+* :class:`IncomingLink` - the client sends: events to a hub or a partition, or requests to ``$cbs`` and
+  ``$management``. Every delivery is answered with Accepted or Rejected.
+* :class:`ReplyLink` - the server sends replies to ``$cbs`` / ``$management`` requests of its session.
+* :class:`ConsumerLink` - the server streams a partition from a start position, within the client's credit
+  and the session window, re-using each event's stored encoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from rxhubs.emulator import _frames as fr
+from rxhubs.emulator import _message as msg
+from rxhubs.emulator._codec import Array, DecodeError
+from rxhubs.emulator._hubs import Hub, Partition, StartPosition, now_ms
+
+if TYPE_CHECKING:
+    from rxhubs.emulator._connection import Session
+
+_LOG = logging.getLogger("rxhubs.emulator")
+
+MAX_MESSAGE_SIZE = 1024 * 1024
+INCOMING_CREDIT = 5000
+RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
+DELIVERY_BATCH = 256
+
+
+class Link:
+    """State shared by every link: its names, handles and the session it belongs to."""
+
+    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str) -> None:
+        self.session = session
+        self.name = name
+        self.remote_handle = remote_handle
+        self.handle = handle
+        self.address = address
+        self.detach_sent = False
+
+    def on_flow(self, perf: fr.Performative) -> None:
+        """A flow frame for this link arrived."""
+
+    def on_transfer(self, perf: fr.Performative) -> None:
+        """A transfer frame for this link arrived."""
+        raise _LinkError(fr.NOT_ALLOWED, "this link does not accept transfers")
+
+    def on_detached(self) -> None:
+        """The link is gone (detached by either side, or its session or connection ended)."""
+
+    def detach(self, condition: str | None = None, description: str | None = None) -> None:
+        """Detach (closed) from the server side, with an optional error."""
+        if self.detach_sent:
+            return
+        self.detach_sent = True
+        err = fr.error(condition, description) if condition else None
+        self.session.send(fr.detach_frame(self.session.channel, self.handle, True, err))
+        self.on_detached()
+
+
+class _LinkError(Exception):
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class IncomingLink(Link):
+    """The client sends on this link: events (to a hub or partition) or management / CBS requests."""
+
+    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str, *,
+                 hub: Hub | None, partition: Partition | None, node: str | None, delivery_count: int) -> None:
+        super().__init__(session, name, remote_handle, handle, address)
+        self.hub = hub
+        self.partition = partition
+        self.node = node
+        self.delivery_count = delivery_count
+        self.credit = INCOMING_CREDIT
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._oversized = False
+        self._first: fr.Performative | None = None
+
+    def grant_credit(self) -> None:
+        s = self.session
+        self.credit = INCOMING_CREDIT
+        s.send(fr.flow_frame(s.channel, next_incoming_id=s.next_incoming_id, incoming_window=s.incoming_window,
+                             next_outgoing_id=s.next_outgoing_id, outgoing_window=s.outgoing_window,
+                             handle=self.handle, delivery_count=self.delivery_count, link_credit=self.credit))
+
+    def on_flow(self, perf: fr.Performative) -> None:
+        if perf.field(9):  # echo
+            self.grant_credit()
+
+    def on_transfer(self, perf: fr.Performative) -> None:
+        if self._first is None:
+            self._first = perf
+            self.delivery_count += 1
+            self.credit -= 1
+        if perf.field(9):  # aborted
+            self._reset()
+            return
+        if not self._oversized:
+            self._size += len(perf.payload)
+            limit = MAX_MESSAGE_SIZE if self.node is None else 64 * 1024
+            if self._size > limit:
+                self._oversized = True
+                self.session.connection.release_partial(self._size - len(perf.payload))
+                self._parts = []
+            else:
+                self._parts.append(perf.payload)
+                self.session.connection.reserve_partial(len(perf.payload))
+        if perf.field(5):  # more
+            return
+        first = self._first
+        payload = b"".join(self._parts)
+        oversized = self._oversized
+        self.session.connection.release_partial(0 if oversized else self._size)
+        self._reset()
+        if self.credit <= INCOMING_CREDIT // 2:
+            self.grant_credit()
+        state = self._handle(first, payload, oversized)
+        if not first.field(4) and state is not None:  # not settled by the client: tell it the outcome
+            delivery_id = first.field(1)
+            if isinstance(delivery_id, int):
+                self.session.send(fr.disposition_frame(self.session.channel, role_receiver=True, first=delivery_id,
+                                                       last=None, settled=True, state=state))
+
+    def _reset(self) -> None:
+        self._first = None
+        self._parts = []
+        self._size = 0
+        self._oversized = False
+
+    def _handle(self, first: fr.Performative, payload: bytes, oversized: bool) -> Any:
+        if oversized:
+            return fr.rejected_state(fr.MESSAGE_SIZE_EXCEEDED,
+                                     f"The received message (delivery-id:{first.field(1)}, size:{self._size} bytes) "
+                                     f"exceeds the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
+        try:
+            if self.node is not None:
+                self.session.handle_request(self.node, payload)
+                return fr.ACCEPTED_STATE
+            self._append(payload, first.field(3) == fr.BATCH_FORMAT)
+        except DecodeError as exc:
+            return fr.rejected_state(fr.DECODE_ERROR, f"The message could not be decoded: {exc}")
+        return fr.ACCEPTED_STATE
+
+    def _append(self, payload: bytes, batch: bool) -> None:
+        assert self.hub is not None
+        outer = msg.sections(payload)
+        outer_ann = msg.annotations(payload, outer)
+        key = msg.partition_key_of(outer_ann)
+        items: list[tuple[bytes, list[msg.Section], dict[Any, Any]]] = []
+        if batch:
+            for inner in msg.batch_messages(payload):
+                secs = msg.sections(inner)
+                items.append((inner, secs, msg.annotations(inner, secs)))
+        else:
+            items.append((payload, outer, outer_ann))
+        if not items:
+            return
+        partition = self.partition if self.partition is not None else self.hub.route(key)
+        partition.append(items, key)
+
+
+class ReplyLink(Link):
+    """The server sends replies to ``$cbs`` or ``$management`` requests on this link."""
+
+    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str,
+                 node: str) -> None:
+        super().__init__(session, name, remote_handle, handle, address)
+        self.node = node
+        self.delivery_count = 0
+        self.credit = 0
+        self._queue: list[bytes] = []
+
+    def reply(self, message: bytes) -> None:
+        self._queue.append(message)
+        self._pump()
+
+    def on_flow(self, perf: fr.Performative) -> None:
+        self.credit = _credit(perf, self.delivery_count)
+        self._pump()
+
+    def _pump(self) -> None:
+        s = self.session
+        while self._queue and self.credit > 0 and not self.detach_sent:
+            message = self._queue.pop(0)
+            delivery_id = s.take_delivery_id()
+            frames = fr.transfer_frames(s.channel, self.handle, delivery_id, message, True, s.connection.peer_max_frame)
+            s.send_transfers(frames)
+            self.credit -= 1
+            self.delivery_count += 1
+
+
+def _credit(perf: fr.Performative, our_delivery_count: int) -> int:
+    """The credit a receiver's flow grants: its delivery-count + link-credit - ours (serial arithmetic)."""
+    link_credit = perf.field(6)
+    if not isinstance(link_credit, int):
+        return 0
+    theirs = perf.field(5)
+    base = theirs if isinstance(theirs, int) else our_delivery_count
+    behind = ((base - our_delivery_count + 2**31) % 2**32) - 2**31
+    return max(0, behind + link_credit)
+
+
+class ConsumerLink(Link):
+    """Streams one partition to a consumer, within its credit, from a start position."""
+
+    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str, *,
+                 partition: Partition, consumer_group: str, start: StartPosition | None, epoch: int | None,
+                 runtime_metrics: bool) -> None:
+        super().__init__(session, name, remote_handle, handle, address)
+        self.partition = partition
+        self.consumer_group = consumer_group
+        self.epoch = epoch
+        self.runtime_metrics = runtime_metrics
+        self.cursor = partition.start_index(start)
+        self.delivery_count = 0
+        self.credit = 0
+        self.registered = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"emulator-consumer-{self.name}")
+
+    def on_flow(self, perf: fr.Performative) -> None:
+        self.credit = _credit(perf, self.delivery_count)
+        if perf.field(8) and self.cursor >= len(self.partition.data):  # drain with nothing to send
+            self.delivery_count = (self.delivery_count + self.credit) & 0xFFFFFFFF
+            self.credit = 0
+            self._send_flow(drain=True)
+        elif perf.field(9):  # echo
+            self._send_flow()
+        self._wake.set()
+
+    def on_window(self) -> None:
+        self._wake.set()
+
+    def _send_flow(self, drain: bool = False) -> None:
+        s = self.session
+        s.send(fr.flow_frame(s.channel, next_incoming_id=s.next_incoming_id, incoming_window=s.incoming_window,
+                             next_outgoing_id=s.next_outgoing_id, outgoing_window=s.outgoing_window,
+                             handle=self.handle, delivery_count=self.delivery_count, link_credit=self.credit,
+                             available=max(0, len(self.partition.data) - self.cursor), drain=drain))
+
+    def evict(self, condition: str, description: str) -> None:
+        self.registered = False
+        self.detach(condition, description)
+
+    def on_detached(self) -> None:
+        if self.registered:
+            self.registered = False
+            self.partition.remove_reader(self.consumer_group, self)
+        task = self._task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        self._task = None
+
+    async def _run(self) -> None:
+        part = self.partition
+        s = self.session
+        conn = s.connection
+        try:
+            while not self.detach_sent:
+                if self.credit <= 0 or s.remote_incoming_window <= 0:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                if self.cursor >= len(part.data):
+                    await part.wait_beyond(self.cursor)
+                    continue
+                n = min(self.credit, s.remote_incoming_window, len(part.data) - self.cursor, DELIVERY_BATCH)
+                frames: list[bytes] = []
+                max_frame = conn.peer_max_frame
+                channel, handle = s.channel, self.handle
+                data, da_pos = part.data, part.da_pos
+                if self.runtime_metrics:
+                    last_seq, last_off, last_ms = part.last_enqueued()
+                    metrics = msg.runtime_metrics(last_seq, last_off, last_ms, now_ms())
+                for i in range(self.cursor, self.cursor + n):
+                    payload = data[i]
+                    if self.runtime_metrics:
+                        d = da_pos[i]
+                        payload = payload[:d] + metrics + payload[d:]
+                    frames.extend(fr.transfer_frames(channel, handle, s.take_delivery_id(), payload, False,
+                                                     max_frame))
+                self.cursor += n
+                self.credit -= n
+                self.delivery_count = (self.delivery_count + n) & 0xFFFFFFFF
+                s.send_transfers(frames)
+                await conn.drain()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError):
+            return
+        except Exception:  # a bug here must not take the server down: drop this link only
+            _LOG.exception("consumer link %s failed", self.name)
+            if not self.detach_sent:
+                self.detach(fr.INTERNAL_ERROR, "The emulator failed to deliver events on this link.")
+
+
+def offered_capabilities(desired: Any) -> Array | None:
+    """Echo the desired capabilities the emulator supports."""
+    items = desired.items if isinstance(desired, Array) else desired if isinstance(desired, list) else [desired]
+    supported = [str(c) for c in items if str(c) in (RUNTIME_METRIC, "com.microsoft:georeplication")]
+    return fr.symbols(supported) if supported else None
+
