@@ -29,7 +29,7 @@ __all__ = [
     "Position",
 ]
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 
 
 def _utc(value: _dt.datetime) -> _dt.datetime:

@@ -50,7 +50,11 @@ class Shutdown:
                 key = self._next
                 self._next += 1
                 self._callbacks[key] = callback
-                return Disposable(lambda: self._callbacks.pop(key, None))
+
+                def forget() -> None:
+                    self._callbacks.pop(key, None)
+
+                return Disposable(forget)
         callback()
         return Disposable()
 

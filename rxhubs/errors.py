@@ -82,7 +82,7 @@ class AuthenticationError(RxHubsError):
     """The service refused the credentials."""
 
 
-class ConnectionError_(RxHubsError):  # noqa: N801 - trailing underscore avoids the builtin name
+class ConnectionError_(RxHubsError):  # noqa: N801, N818 - trailing underscore avoids the builtin
     """A transport failure: the link or connection dropped, a call timed out. Retriable."""
 
     default_retriable = True

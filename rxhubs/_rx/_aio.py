@@ -54,7 +54,7 @@ def from_async(factory: Callable[[], Awaitable[T]]) -> Observable[T]:
                 value = await factory()
             except asyncio.CancelledError:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - every failure goes to on_error
+            except BaseException as exc:
                 done = True
                 observer.on_error(cast(Exception, exc))
                 return

@@ -283,7 +283,7 @@ class _Pump:
                 if events:
                     self.on_result(events)
                     return True
-        except Exception as exc:  # noqa: BLE001 - typed errors decide retry; others end the stream
+        except Exception as exc:
             self.on_failure(exc)
             return False
         self.pulling = True
@@ -336,7 +336,7 @@ class _Pump:
         lease.hold()
         try:
             self.observer.on_next(batch)
-        except Exception as exc:  # noqa: BLE001 - a downstream observer raised: end the stream with it
+        except Exception as exc:
             self.finish(exc)
             return
         finally:
@@ -377,5 +377,5 @@ class _Pump:
 
         try:
             call(receiver, "close").subscribe(on_completed=closed, on_error=failed, scheduler=self.scheduler)
-        except Exception as exc:  # noqa: BLE001 - e.g. no event loop left at interpreter exit
+        except Exception as exc:
             failed(exc)

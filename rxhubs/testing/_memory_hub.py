@@ -50,7 +50,7 @@ from rxhubs.transport._base import (
 
 __all__ = ["InMemoryEventHub", "InMemoryReceiver"]
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 MAX_READERS = 5
 
 Body = bytes | str
@@ -393,8 +393,12 @@ class InMemoryReceiver(ReceiverBase):
         woken: asyncio.Future[None] = loop.create_future()
 
         def wake() -> None:
+            def resolve() -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
             if not woken.done():
-                loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+                loop.call_soon_threadsafe(resolve)
 
         self._partition.waiters.append(wake)
         try:

@@ -142,7 +142,8 @@ def check_receiver_args(partition_id: object, consumer_group: object, owner_leve
         raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
     if not isinstance(consumer_group, str) or not consumer_group:
         raise ConfigurationError(f"consumer_group must be a non-empty str, got {consumer_group!r}")
-    if owner_level is not None and (isinstance(owner_level, bool) or not isinstance(owner_level, int) or owner_level < 0):
+    bad_level = isinstance(owner_level, bool) or not isinstance(owner_level, int) or owner_level < 0
+    if owner_level is not None and bad_level:
         raise ConfigurationError(f"owner_level must be an int >= 0 or None, got {owner_level!r}")
     if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
         raise ConfigurationError(f"prefetch must be an int >= 1, got {prefetch!r}")

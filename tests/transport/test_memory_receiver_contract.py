@@ -1,0 +1,24 @@
+"""The receiver contract, kept by the in-memory hub."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from rxhubs.testing import InMemoryEventHub
+from tests.transport.receiver_contract import HubEnv, ReceiverContract
+
+
+@pytest.fixture
+def env() -> HubEnv:
+    hub = InMemoryEventHub(partition_count=2)
+
+    async def send(bodies: Sequence[bytes], partition_id: str) -> None:
+        hub.send(list(bodies), partition_id=partition_id)
+
+    return HubEnv(hub, send)
+
+
+class TestInMemoryReceiver(ReceiverContract):
+    pass
