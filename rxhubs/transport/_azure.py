@@ -555,15 +555,14 @@ class EventHub:
             partition_id: The partition. An unknown one raises :class:`~rxhubs.errors.NotFoundError` from the
                 first pull.
             consumer_group: The consumer group (an unknown one: ``NotFoundError`` from a pull).
-            start: Where to start; default :meth:`Position.earliest`. The SDK's own forms (``"-1"``,
-                ``"@latest"``, an int sequence number, a datetime) are accepted too.
+            start: Where to start (a :class:`~rxhubs.Position`); default :meth:`Position.earliest`.
             owner_level: Owner level (epoch) for an exclusive reader; a reader with a higher one takes the
                 partition and this one raises :class:`~rxhubs.errors.OwnershipLostError`.
             prefetch: Events the SDK asks the service for ahead of time (the AMQP link credit). Also the SDK
                 batch size; the receiver buffers at most a few such batches.
 
         Raises:
-            ConfigurationError: Bad arguments (wrong types, a start that is not a position).
+            ConfigurationError: Bad arguments (wrong types, a start that is not a :class:`~rxhubs.Position`).
             ReceiverClosedError: The hub was closed.
 
         Example:
@@ -572,7 +571,12 @@ class EventHub:
             ...         return await r.receive_batch(500, max_wait=2.0)
         """
         check_receiver_args(partition_id, consumer_group, owner_level, prefetch)
-        position = Position.earliest() if start is None else Position.coerce(start)
+        if start is not None and not isinstance(start, Position):
+            raise ConfigurationError(
+                f"start must be an rxhubs.Position or None, got {type(start).__name__} "
+                "(use Position.earliest(), Position.from_sequence_number(n), ...)"
+            )
+        position = Position.earliest() if start is None else start
         if self._closed:
             raise ReceiverClosedError(f"{self!r} is closed")
         context = PartitionContext(self._namespace, self._eventhub_name, consumer_group, partition_id)

@@ -248,9 +248,10 @@ def parse_connection_string(conn_str: str, eventhub_name: str | None = None) -> 
             raise ConfigurationError("malformed connection string: every setting must be Key=Value, separated by ';'")
         if canonical is None:
             shown = name.strip()
-            label = f"{shown!r}" if re.fullmatch(r"[A-Za-z]{1,40}", shown) else "a setting"
+            # Echo the name only when it looks like one: a mangled segment may hold part of a key.
+            label = f"unknown setting {shown!r}" if re.fullmatch(r"[A-Za-z]{1,40}", shown) else "an unknown setting"
             raise ConfigurationError(
-                f"malformed connection string: unknown setting {label} (known: {', '.join(sorted(_SETTINGS.values()))})"
+                f"malformed connection string: {label} (known: {', '.join(sorted(_SETTINGS.values()))})"
             )
         if canonical in settings:
             raise ConfigurationError(f"malformed connection string: {canonical} is given twice")
