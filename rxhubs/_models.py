@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -159,28 +158,27 @@ class Ack:
 
 
 class _Lease:
-    """Counts holds on one batch; tells its source when the last one is released."""
+    """Counts holds on one batch; tells its source when the last one is released.
 
-    __slots__ = ("_holds", "_lock", "_on_free")
+    Not thread-safe by design: holds and acks happen on the thread that drives the pipeline.
+    """
+
+    __slots__ = ("_holds", "_on_free")
 
     def __init__(self, on_free: Callable[[], None]) -> None:
         self._holds = 0
         self._on_free = on_free
-        self._lock = threading.Lock()
 
     @property
     def held(self) -> bool:
         return self._holds > 0
 
     def hold(self) -> None:
-        with self._lock:
-            self._holds += 1
+        self._holds += 1
 
     def release(self) -> None:
-        with self._lock:
-            self._holds -= 1
-            free = self._holds == 0
-        if free:
+        self._holds -= 1
+        if self._holds == 0:
             self._on_free()
 
 

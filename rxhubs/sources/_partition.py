@@ -175,7 +175,7 @@ class _Pump:
         self.observer = observer
         self.scheduler = scheduler
         self.open_receiver = open_receiver
-        self.position = start
+        self.start_position = start
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait
         self.max_inflight = max_inflight
@@ -276,7 +276,7 @@ class _Pump:
         try:
             receiver = self.receiver
             if receiver is None:
-                receiver = self.receiver = self.open_receiver(self.position)
+                receiver = self.receiver = self.open_receiver(self.position())
             nowait = getattr(receiver, "receive_nowait", None)
             if nowait is not None:
                 events: list[Event] = nowait(self.max_batch_size)
@@ -330,7 +330,6 @@ class _Pump:
         lease = _Lease(self.on_ack)
         if events:
             self.last_sequence_number = events[-1].sequence_number
-            self.position = Position.from_sequence_number(events[-1].sequence_number)
         batch = EventBatch(receiver.context, tuple(events), receiver.last_enqueued_event_properties, lease)
         self.inflight += 1
         lease.hold()
@@ -341,6 +340,11 @@ class _Pump:
             return
         finally:
             lease.release()
+
+    def position(self) -> Position:
+        """Where to (re)open: just after the last event emitted, else the start."""
+        last = self.last_sequence_number
+        return self.start_position if last is None else Position.from_sequence_number(last)
 
     def on_ack(self) -> None:
         self.inflight -= 1
@@ -355,7 +359,7 @@ class _Pump:
         if not self.stopping and self.retry.should_retry(error, self.attempt):
             delay = self.retry.delay(self.attempt)
             log.warning(
-                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position
+                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position()
             )
             self.schedule_step(delay)
             return

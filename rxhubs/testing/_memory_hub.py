@@ -79,12 +79,14 @@ class _Partition:
         self.readers: dict[str, list[InMemoryReceiver]] = {}
         self.waiters: list[Callable[[], None]] = []
         self.faults: list[BaseException] = []
+        self._last_enqueued: LastEnqueuedEventProperties | None = None
 
     def append(self, event: Event) -> None:
         self.events.append(event)
         self.sequence_numbers.append(event.sequence_number)
         self.offsets.append(int(event.offset))
         self.times.append(event.enqueued_time)
+        self._last_enqueued = None
         waiters, self.waiters = self.waiters, []
         for wake in waiters:
             wake()
@@ -106,11 +108,18 @@ class _Partition:
             keys = self.times
         return bisect.bisect_left(keys, value) if inclusive else bisect.bisect_right(keys, value)
 
-    def last_enqueued(self, now: dt.datetime) -> LastEnqueuedEventProperties:
-        if not self.events:
-            return LastEnqueuedEventProperties(-1, "-1", None, now)
-        last = self.events[-1]
-        return LastEnqueuedEventProperties(last.sequence_number, last.offset, last.enqueued_time, now)
+    def last_enqueued(self, clock: Callable[[], dt.datetime]) -> LastEnqueuedEventProperties:
+        """The newest event's properties, read at ``clock()`` (cached until the next append)."""
+        cached = self._last_enqueued
+        if cached is None:
+            now = clock()
+            if not self.events:
+                cached = LastEnqueuedEventProperties(-1, "-1", None, now)
+            else:
+                last = self.events[-1]
+                cached = LastEnqueuedEventProperties(last.sequence_number, last.offset, last.enqueued_time, now)
+            self._last_enqueued = cached
+        return cached
 
 
 class InMemoryEventHub:
@@ -349,7 +358,7 @@ class InMemoryReceiver(ReceiverBase):
                 if other is not self and (other.owner_level is None or other.owner_level <= mine):
                     other._steal(f"a reader with owner level {mine} took partition {self._context.partition_id}")
         readers.append(self)
-        self._index = self._partition.index_of(self._position)
+        self._index = self._partition.index_of(self.position)
 
     def _steal(self, reason: str) -> None:
         self._stolen = reason
@@ -382,7 +391,7 @@ class InMemoryReceiver(ReceiverBase):
         if events:
             self._index = index + len(events)
             self._advance(events[-1])
-        self._last_enqueued = self._partition.last_enqueued(self._hub.clock())
+        self._last_enqueued = self._partition.last_enqueued(self._hub.clock)
         return events
 
     async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:

@@ -157,7 +157,8 @@ class ReceiverBase(abc.ABC):
 
     def __init__(self, context: PartitionContext, start: Position, owner_level: int | None) -> None:
         self._context = context
-        self._position = start
+        self._start = start
+        self._last_sequence_number: int | None = None
         self._owner_level = owner_level
         self._closed = False
         self._last_enqueued: LastEnqueuedEventProperties | None = None
@@ -168,7 +169,8 @@ class ReceiverBase(abc.ABC):
 
     @property
     def position(self) -> Position:
-        return self._position
+        last = self._last_sequence_number
+        return self._start if last is None else Position.from_sequence_number(last)
 
     @property
     def owner_level(self) -> int | None:
@@ -192,7 +194,7 @@ class ReceiverBase(abc.ABC):
         return events
 
     def _advance(self, last: Event) -> None:
-        self._position = Position.from_sequence_number(last.sequence_number, inclusive=False)
+        self._last_sequence_number = last.sequence_number
 
     def _check_open(self) -> None:
         if self._closed:
@@ -225,5 +227,5 @@ class ReceiverBase(abc.ABC):
         c = self._context
         return (
             f"{type(self).__name__}(eventhub_name={c.eventhub_name!r}, consumer_group={c.consumer_group!r}, "
-            f"partition_id={c.partition_id!r}, position={self._position!r}, closed={self._closed})"
+            f"partition_id={c.partition_id!r}, position={self.position!r}, closed={self._closed})"
         )

@@ -1,0 +1,3 @@
+from rxhubs.cli import entry
+
+entry()

@@ -1,0 +1,70 @@
+"""``rxhubs bench SCENARIO``: run benchmark scenarios; a table, or JSON lines with ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+from rxhubs.bench._report import format_table, to_json_lines
+from rxhubs.errors import ConfigurationError
+
+# scenario -> module with run(args) -> list[dict]
+SCENARIOS = {
+    "overhead": "rxhubs.bench._overhead",
+    "receiver": "rxhubs.bench._receiver",
+    "emulator": "rxhubs.bench._emulator",
+    "stores": "rxhubs.bench._stores",
+    "rebalance": "rxhubs.bench._rebalance",
+    "checkpoints": "rxhubs.bench._checkpoints",
+    "spark": "rxhubs.bench._spark",
+    "throughput": "rxhubs.bench._throughput",
+    "soak": "rxhubs.bench._soak",
+    "scale": "rxhubs.bench._scale",
+}
+
+EXAMPLES = """examples:
+  rxhubs bench overhead            Rx overhead per batch vs a plain receive loop
+  rxhubs bench rebalance --json    convergence in load-balancing intervals, one JSON object per line
+  rxhubs bench all --quick         every scenario, shorter runs
+"""
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="run benchmark scenarios (rxhubs vs the strongest alternative, same run)",
+        description="Run benchmark scenarios; each prints figures comparing rxhubs with a baseline.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("scenario", help="a scenario name (see below), or all")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure, one per line")
+    parser.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds, for time-based scenarios (soak)")
+    parser.set_defaults(run=run)
+
+
+def _available() -> list[str]:
+    return [name for name, module in SCENARIOS.items() if importlib.util.find_spec(module) is not None]
+
+
+def run(args: argparse.Namespace) -> int:
+    available = _available()
+    if args.scenario == "all":
+        names = available
+    elif args.scenario in available:
+        names = [args.scenario]
+    else:
+        raise ConfigurationError(f"unknown scenario {args.scenario!r} (choose from {', '.join(available)}, all)")
+    for name in names:
+        module = importlib.import_module(SCENARIOS[name])
+        figures = module.run(args)
+        if args.json:
+            print(to_json_lines(figures), flush=True)
+        else:
+            print(format_table(figures), flush=True)
+            print(file=sys.stdout, flush=True)
+    return 0
