@@ -70,7 +70,8 @@ async def _rx(hub: InMemoryEventHub, events: int, batch_size: int, work: str = "
 
     start = time.perf_counter()
     source = partition_batches(hub, "0", max_batch_size=batch_size, max_wait=0.0)
-    subscription = source.pipe(ops.filter(lambda b: len(b) > 0)).subscribe(
+    non_empty: Callable[[EventBatch], bool] = lambda b: len(b) > 0  # noqa: E731
+    subscription = source.pipe(ops.filter(non_empty)).subscribe(
         handle, scheduler=AsyncIOScheduler(loop)
     )
     await done
