@@ -23,7 +23,9 @@ from rxhubs import errors
         (errors.QuotaExceededError, False),
     ],
 )
-def test_every_error_is_an_rxhubs_error_with_a_default_retriable_flag(cls: type[errors.RxHubsError], retriable: bool) -> None:
+def test_every_error_has_the_root_and_a_default_retriable_flag(
+    cls: type[errors.RxHubsError], retriable: bool
+) -> None:
     exc = cls("what went wrong")
     assert isinstance(exc, errors.RxHubsError)
     assert exc.retriable is retriable
