@@ -206,6 +206,7 @@ class EventBatch(Sequence[Event]):
     events: tuple[Event, ...]
     last_enqueued: LastEnqueuedEventProperties | None = None
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
+    _session: Any = field(default=None, compare=False, repr=False)  # ownership session (rxhubs.balancing)
 
     @property
     def partition_id(self) -> str:
@@ -239,7 +240,7 @@ class EventBatch(Sequence[Event]):
 
     def with_events(self, events: Sequence[Event]) -> EventBatch:
         """A batch with the same context and in-flight accounting, carrying other events (e.g. filtered)."""
-        return EventBatch(self.context, tuple(events), self.last_enqueued, self._lease)
+        return EventBatch(self.context, tuple(events), self.last_enqueued, self._lease, self._session)
 
     def __len__(self) -> int:
         return len(self.events)
