@@ -1,0 +1,284 @@
+"""The demo's conductor: emulator, producer, consumer processes, live view, and the final proof."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rxhubs.demo._view import Snapshot, render_live, render_summary
+from rxhubs.errors import ConfigurationError
+
+MARKER = ".rxhubs-demo"
+HUB = "telemetry"
+CONSUMER_GROUP = "$Default"
+
+
+@dataclass
+class DemoOptions:
+    """What ``rxhubs demo`` runs.
+
+    Attributes:
+        duration: Seconds of production; the demo then drains and verifies.
+        partitions: Partitions of the hub.
+        consumers: Consumer processes in all (at least 1); with 2 or more, the last joins at a third of
+            the run and the first stops gracefully at two thirds.
+        rate: Events per second produced.
+        out: Output folder (Parquet or JSON lines, the SQLite store, logs).
+        spark: Write through Spark into Parquet (else JSON lines).
+        interval: Load-balancing interval, seconds.
+        expiry: Ownership expiry, seconds.
+        live: Redraw a live view (default: when stdout is a terminal); else print a line every few seconds.
+    """
+
+    duration: float = 60.0
+    partitions: int = 8
+    consumers: int = 3
+    rate: int = 1000
+    out: Path = field(default_factory=lambda: Path("demo-out"))
+    spark: bool = True
+    interval: float = 2.0
+    expiry: float = 6.0
+    live: bool | None = None
+
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` for impossible options."""
+        if self.duration <= 0:
+            raise ConfigurationError("--duration must be > 0")
+        if not 1 <= self.partitions <= 1024:
+            raise ConfigurationError("--partitions must be between 1 and 1024")
+        if not 1 <= self.consumers <= 16:
+            raise ConfigurationError("--consumers must be between 1 and 16")
+        if not 1 <= self.rate <= 100_000:
+            raise ConfigurationError("--rate must be between 1 and 100000 events/s")
+
+
+@dataclass
+class DemoSummary:
+    """What the demo proved."""
+
+    sent: dict[str, int]
+    distinct: dict[str, int]
+    rows: int
+    seconds: float
+    timeline: list[tuple[float, str]]
+    sink: str
+
+    @property
+    def lost(self) -> int:
+        """Events sent but never written."""
+        return sum(max(0, self.sent[p] - self.distinct.get(p, 0)) for p in self.sent)
+
+    @property
+    def duplicates(self) -> int:
+        """Rows written more than once (at-least-once: bounded by the checkpoint window)."""
+        return self.rows - sum(self.distinct.values())
+
+
+def prepare_out(out: Path) -> None:
+    """Create or reuse the output folder; refuse a non-empty folder the demo did not make."""
+    try:
+        if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+            raise ConfigurationError(f"{out} is not empty and was not made by the demo: choose another --out")
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        (out / MARKER).write_text("made by rxhubs demo; deleted by the next run\n")
+        (out / "logs").mkdir()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot use {out} as the output folder: {exc.strerror or exc}") from exc
+
+
+class Consumer:
+    """One consumer process."""
+
+    def __init__(self, owner_id: str, options: DemoOptions, connection_string: str) -> None:
+        self.owner_id = owner_id
+        self.options = options
+        self.connection_string = connection_string
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        o = self.options
+        log = (o.out / "logs" / f"{self.owner_id}.log").open("wb")
+        env = dict(os.environ, RXHUBS_CONNECTION_STRING=self.connection_string, PYTHONUNBUFFERED="1")
+        args = [
+            sys.executable, "-m", "rxhubs.demo._consumer", "--hub", HUB, "--store", str(o.out / "checkpoints.sqlite"),
+            "--out", str(o.out), "--owner-id", self.owner_id, "--interval", str(o.interval), "--expiry", str(o.expiry),
+        ]
+        if o.spark:
+            args.append("--spark")
+        self.process = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=log, env=env)
+        log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def stop(self, timeout: float = 90.0) -> int | None:
+        """SIGTERM (graceful: flush, checkpoint, release), then SIGKILL after ``timeout``."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return None if process is None else process.returncode
+        process.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(process.wait(), timeout)
+        except TimeoutError:
+            process.kill()
+            return await process.wait()
+
+
+async def _produce(hub: Any, partition_ids: list[str], rate: int, stop: asyncio.Event, sent: list[int]) -> None:
+    tick = 0.1
+    per_tick = max(1, round(rate * tick))
+    counter = 0
+    next_time = time.monotonic()
+    while not stop.is_set():
+        chunks: dict[str, list[bytes]] = {p: [] for p in partition_ids}
+        for i in range(per_tick):
+            p = partition_ids[(counter + i) % len(partition_ids)]
+            chunks[p].append(json.dumps({"n": counter + i, "device": f"sensor-{(counter + i) % 97}",
+                                         "temperature": 20 + (counter + i) % 10 / 2}).encode())
+        counter += per_tick
+        await asyncio.gather(*(hub.send(b, partition_id=p) for p, b in chunks.items() if b))
+        sent[0] = counter
+        next_time += tick
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, next_time - time.monotonic()))
+
+
+async def _snapshot(hub: Any, store: Any, partition_ids: list[str], started: float) -> Snapshot:
+    ns, name = hub.fully_qualified_namespace, hub.eventhub_name
+    ownership = {o.partition_id: o for o in await store.list_ownership(ns, name, CONSUMER_GROUP)}
+    checkpoints = {c.partition_id: c for c in await store.list_checkpoints(ns, name, CONSUMER_GROUP)}
+    props = await asyncio.gather(*(hub.get_partition_properties(p) for p in partition_ids))
+    return Snapshot(
+        elapsed=time.monotonic() - started,
+        owners={p: (ownership[p].owner_id if p in ownership else "") for p in partition_ids},
+        checkpoints={p: (checkpoints[p].sequence_number if p in checkpoints else -1) for p in partition_ids},
+        last_enqueued={p.partition_id: p.last_enqueued_sequence_number for p in props},
+    )
+
+
+def _read_back(options: DemoOptions) -> tuple[dict[str, set[int]], int]:
+    seen: dict[str, set[int]] = {}
+    rows = 0
+    if options.spark:
+        import pyarrow.parquet as pq
+
+        folder = options.out / "parquet"
+        if folder.exists():
+            table = pq.read_table(folder, columns=["partition", "sequenceNumber"])
+            for partition, seq in zip(
+                table.column("partition").to_pylist(), table.column("sequenceNumber").to_pylist(), strict=True
+            ):
+                seen.setdefault(partition, set()).add(seq)
+                rows += 1
+    else:
+        for path in sorted((options.out / "jsonl").glob("*.jsonl")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                record = json.loads(line)
+                seen.setdefault(record["partition"], set()).add(record["sequenceNumber"])
+                rows += 1
+    return seen, rows
+
+
+async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) -> DemoSummary:
+    """Run the whole demo and return what it proved."""
+    from rxhubs.emulator import Emulator
+    from rxhubs.stores import SqliteCheckpointStore
+    from rxhubs.transport import EventHub
+
+    options.check()
+    prepare_out(options.out)
+    live = sys.stdout.isatty() if options.live is None else options.live
+    timeline: list[tuple[float, str]] = []
+    started = time.monotonic()
+
+    def note(text: str) -> None:
+        timeline.append((time.monotonic() - started, text))
+        if not live:
+            emit(f"[{time.monotonic() - started:6.1f}s] {text}")
+
+    async with Emulator(hubs={HUB: options.partitions}) as emulator:
+        connection_string = emulator.connection_string(HUB)
+        hub = EventHub.from_connection_string(connection_string, eventhub_name=HUB)
+        store = SqliteCheckpointStore(options.out / "checkpoints.sqlite")
+        partition_ids = list(await hub.get_partition_ids())
+        note(f"emulator on 127.0.0.1:{emulator.port}, hub {HUB!r} with {len(partition_ids)} partitions")
+        consumers = [Consumer(f"consumer-{i + 1}", options, connection_string) for i in range(options.consumers)]
+        initial = consumers if options.consumers == 1 else consumers[:-1]
+        for c in initial:
+            await c.start()
+            note(f"{c.owner_id} started (pid {c.process.pid if c.process else '?'})")
+        stop_producing = asyncio.Event()
+        sent = [0]
+        producer = asyncio.create_task(_produce(hub, partition_ids, options.rate, stop_producing, sent))
+        note(f"producing {options.rate} events/s for {options.duration:.0f} s")
+
+        joined = stopped = options.consumers == 1
+        last_draw = 0.0
+        history: list[tuple[float, int]] = []
+        try:
+            while True:
+                await asyncio.sleep(0.5)
+                elapsed = time.monotonic() - started
+                if not joined and elapsed >= options.duration / 3:
+                    joined = True
+                    await consumers[-1].start()
+                    note(f"{consumers[-1].owner_id} joins: partitions move to it at a clean checkpoint")
+                if not stopped and elapsed >= 2 * options.duration / 3:
+                    stopped = True
+                    note(f"{consumers[0].owner_id} stops gracefully: flushes, checkpoints, releases")
+                    asyncio.get_running_loop().create_task(consumers[0].stop())
+                if producer.done():
+                    producer.result()
+                if elapsed >= options.duration and not stop_producing.is_set():
+                    stop_producing.set()
+                    await producer
+                    note(f"producer stopped after {sent[0]:,} events; draining")
+                snap = await _snapshot(hub, store, partition_ids, started)
+                history.append((snap.elapsed, snap.written))
+                if time.monotonic() - last_draw >= (0.5 if live else 5.0):
+                    last_draw = time.monotonic()
+                    emit(render_live(snap, history, sent[0], [c.owner_id for c in consumers if c.running],
+                                     timeline, live))
+                if stop_producing.is_set() and snap.caught_up:
+                    note("every partition checkpointed up to its last event")
+                    break
+                if stop_producing.is_set() and elapsed > options.duration + 120:
+                    note("drain timed out")
+                    break
+                if not any(c.running for c in consumers):
+                    note("no consumer is running")
+                    break
+        finally:
+            stop_producing.set()
+            if not producer.done():
+                producer.cancel()
+            for c in consumers:
+                await c.stop()
+            await hub.close()
+        note("consumers stopped")
+
+    seen, rows = _read_back(options)
+    summary = DemoSummary(
+        sent={p: snap.last_enqueued[p] + 1 for p in partition_ids},
+        distinct={p: len(s) for p, s in seen.items()},
+        rows=rows,
+        seconds=time.monotonic() - started,
+        timeline=timeline,
+        sink="Parquet via Spark" if options.spark else "JSON lines",
+    )
+    emit(render_summary(summary))
+    return summary
