@@ -1,0 +1,39 @@
+"""Spark: write event batches through Spark writers in micro-batches, emitting them only after the write.
+
+Importing this package does not import pyspark or pyarrow: they load on first use, so ``import rxhubs``
+stays fast and works without the ``spark`` extra (``pip install rxhubs[spark]``).
+
+- :func:`write`: the sink operator (micro-batch -> DataFrame -> ``writer(df)`` -> emit downstream).
+- :func:`to_dataframe`, :func:`to_arrow`: event batches as a DataFrame / ``pyarrow.Table`` with :data:`SCHEMA`.
+- :data:`SCHEMA`: the Spark Event Hubs connector's columns plus ``consumerGroup`` and ``eventHubName``
+  (``body binary, partition string, offset string, sequenceNumber long, enqueuedTime timestamp, publisher
+  string, partitionKey string, properties map<string,string>, systemProperties map<string,string>,
+  consumerGroup string, eventHubName string``); :func:`property_to_str` says how property values become text.
+- :func:`local_session`, :func:`get_or_create_session`: a local session that works out of the box, or yours.
+
+Example:
+    >>> import rxhubs.spark
+    >>> rxhubs.spark.SCHEMA.split(", ")[:2]
+    ['body binary', 'partition string']
+    >>> sink = rxhubs.spark.write(lambda df: df.write.mode("append").parquet("out/"))
+"""
+
+from __future__ import annotations
+
+from rxhubs.spark._arrow import to_arrow, to_dataframe
+from rxhubs.spark._schema import COLUMNS, SCHEMA, arrow_schema, property_to_str
+from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session
+from rxhubs.spark._sink import write
+
+__all__ = [
+    "COLUMNS",
+    "LOCAL_CONF",
+    "SCHEMA",
+    "arrow_schema",
+    "get_or_create_session",
+    "local_session",
+    "property_to_str",
+    "to_arrow",
+    "to_dataframe",
+    "write",
+]

@@ -1,0 +1,105 @@
+"""SparkSession handling: a local session that works out of the box, or the user's own.
+
+A local session needs three things that Spark's defaults get wrong on many machines: it must bind the
+loopback address (``SPARK_LOCAL_IP``, ``spark.driver.host``, ``spark.driver.bindAddress``), its Python
+workers must run this interpreter (``PYSPARK_PYTHON``; else they start the system Python, which may lack
+pyarrow, and fail only after a timeout), and Arrow must be enabled. The rest keeps logs and resources
+quiet: no UI, no console progress bars, shuffle partitions sized for one machine, session time zone UTC.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["LOCAL_CONF", "get_or_create_session", "local_session"]
+
+#: Settings :func:`local_session` applies (``conf`` entries win).
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+_lock = threading.Lock()
+
+
+def _cores(master: str) -> int:
+    inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "*"
+    if inner.isdigit():
+        return max(1, int(inner))
+    return os.cpu_count() or 2
+
+
+def local_session(
+    *,
+    master: str = "local[*]",
+    app_name: str = "rxhubs",
+    conf: Mapping[str, str] | None = None,
+) -> Any:
+    """A local ``SparkSession`` that starts cleanly on a developer machine or a CI runner.
+
+    Sets ``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` (to this interpreter) unless already set, then
+    builds the session with :data:`LOCAL_CONF`, ``spark.pyspark.python`` and ``spark.sql.shuffle.partitions``
+    equal to the local core count. If a session already runs in this process, Spark returns it (static
+    settings such as the master cannot change then). Takes about 5 s the first time.
+
+    Args:
+        master: The Spark master; ``local[*]`` uses every core, ``local[2]`` two.
+        app_name: The application name.
+        conf: More Spark settings, applied last (e.g. ``{"spark.driver.memory": "2g"}``).
+
+    Returns:
+        A ``pyspark.sql.SparkSession``.
+
+    Example:
+        >>> spark = local_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
+        >>> spark.range(3).count()  # doctest: +SKIP
+        3
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = {
+        **LOCAL_CONF,
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+        "spark.sql.shuffle.partitions": str(_cores(master)),
+    }
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with _lock:
+        return builder.getOrCreate()
+
+
+def get_or_create_session(spark: Any = None) -> Any:
+    """The session to write with: ``spark`` if given, else the session already running, else :func:`local_session`.
+
+    Pass your own session (a cluster's, or a Spark Connect one) to :func:`rxhubs.spark.write` as ``spark=``;
+    without one, the session the program already started is used, and only if there is none a local one is
+    started. Safe to call from several threads.
+
+    Example:
+        >>> get_or_create_session(my_cluster_session) is my_cluster_session  # doctest: +SKIP
+        True
+    """
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    with _lock:
+        active = SparkSession.getActiveSession()
+        if active is None:
+            try:
+                active = SparkSession.active()
+            except Exception:  # pyspark raises its own error type when none is running
+                active = None
+    return active if active is not None else local_session()
