@@ -1,0 +1,51 @@
+"""Options and helpers shared by the commands that talk to a hub and a store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from rxhubs.errors import ConfigurationError
+
+HUB_VARIABLE = "EVENTHUB_CONNECTION_STRING"
+STORAGE_VARIABLE = "AZURE_STORAGE_CONNECTION_STRING"
+
+
+def add_hub_options(parser: argparse.ArgumentParser) -> None:
+    """--connection-string, --eventhub, --consumer-group, --store, --storage-connection-string."""
+    parser.add_argument(
+        "-c", "--connection-string",
+        help=f"Event Hubs connection string (default: ${HUB_VARIABLE}); prefer the variable, argv is visible to ps",
+    )
+    parser.add_argument("--eventhub", help="event hub name (if the connection string has no EntityPath)")
+    parser.add_argument("-g", "--consumer-group", default="$Default", help="consumer group (default $Default)")
+    parser.add_argument(
+        "--store", default="sqlite:///.rxhubs/checkpoints.sqlite",
+        help="checkpoint store URL: memory:, sqlite:///PATH, blob://CONTAINER (default sqlite:///.rxhubs/checkpoints.sqlite)",
+    )
+    parser.add_argument(
+        "--storage-connection-string", help=f"storage connection string for blob:// (default: ${STORAGE_VARIABLE})"
+    )
+
+
+def open_hub(args: argparse.Namespace) -> Any:
+    """The hub the options name; ConfigurationError if none is given."""
+    from rxhubs.transport import EventHub
+
+    conn = args.connection_string or os.environ.get(HUB_VARIABLE)
+    if not conn:
+        raise ConfigurationError(f"no connection string: pass --connection-string or set {HUB_VARIABLE}")
+    return EventHub.from_connection_string(conn, eventhub_name=args.eventhub, retry_total=1)
+
+
+def open_store(args: argparse.Namespace) -> Any:
+    """The checkpoint store the options name."""
+    from rxhubs.stores import from_url
+
+    kwargs: dict[str, Any] = {}
+    if args.store.startswith("blob:"):
+        conn = args.storage_connection_string or os.environ.get(STORAGE_VARIABLE)
+        if conn:
+            kwargs["connection_string"] = conn
+    return from_url(args.store, **kwargs)
