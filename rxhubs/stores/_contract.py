@@ -6,15 +6,25 @@ A store keeps two kinds of records per (fully_qualified_namespace, eventhub_name
   a claim **without** an etag succeeds only if no record exists for that partition yet (create-only);
   a claim **with** an etag succeeds only if the stored record still has that etag. A claim that loses
   is simply absent from the returned list: it fails for that partition only, never for the others, and
-  raises nothing. A won claim comes back with its new ``etag`` and the store's ``last_modified_time``.
-  Releasing is a claim with ``owner_id=""``.
+  raises nothing. A won claim comes back with its new ``etag`` and the store's ``last_modified_time``
+  (whatever the claim carried in that field is ignored). Releasing is a claim with ``owner_id=""``: the
+  record stays (so the next claim of it needs its etag). Records are never deleted.
 * :class:`~rxhubs.Checkpoint` records, one per partition: the last event processed. ``update_checkpoint``
   overwrites unconditionally (the checkpoint operator guarantees it never regresses and never writes for
   a partition it no longer owns).
 
-Records a store cannot parse (a missing owner id, a non-numeric sequence number, a foreign blob under
-the prefix) are logged and treated as absent: never an exception from ``list_*``.
-A store that cannot be reached raises :class:`~rxhubs.errors.StoreError` (retriable).
+Etags are opaque strings, compared after stripping quotes; every write of a record gives it a new etag.
+Keys (namespace, hub, consumer group, partition id) are compared case-insensitively, because the official
+blob layout lower-cases them; listings return records with the spelling passed to the listing call.
+
+Records a store cannot parse (a missing owner id, a non-numeric sequence number or offset, a foreign blob
+under the prefix) are logged on the ``rxhubs.stores`` logger and treated as absent: never an exception from
+``list_*``. An unparseable ownership record is listed as released (``owner_id=""``) with its etag, so it
+can be claimed, and the claim repairs it; an unparseable checkpoint is left out.
+
+A store that cannot be reached raises :class:`~rxhubs.errors.StoreError` (retriable). A claim of several
+partitions raises only if nothing was won and some partition failed for a reason other than losing; a
+failure next to wins is logged and that partition left out, like a lost one.
 
 Stores may also offer Rx-native forms of the verbs, ``observe_list_ownership(...)`` and so on, each a
 one-shot Observable running on the subscribing scheduler (whose clock then stamps ``last_modified_time``).
@@ -34,6 +44,10 @@ __all__ = ["CheckpointStore"]
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Ownership and checkpoints for consumer groups (the Azure SDK's ``CheckpointStore`` shape, async).
+
+    Every rxhubs store subclasses it explicitly; do the same in a store of your own, so that
+    :func:`~rxhubs.stores.as_checkpoint_store` takes it as is (a structural match alone cannot tell typed
+    records from the SDK's dicts).
 
     Example:
         >>> async def show(store):  # doctest: +SKIP

@@ -1,0 +1,474 @@
+"""The Azure Blob Storage checkpoint store, in the exact layout of the official Event Hubs blob store."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.storage.blob.aio import ContainerClient, LinearRetry
+
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs.errors import ConfigurationError, RxHubsError, StoreError
+from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
+from rxhubs.stores._contract import CheckpointStore
+
+if TYPE_CHECKING:
+    from azure.storage.blob.aio import BlobClient
+
+__all__ = ["BlobCheckpointStore"]
+
+_CONTAINER_NAME = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
+_SECRET_KEYS = {"accountkey", "sharedaccesssignature", "sig"}
+
+
+def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, kind: str) -> str:
+    """``{namespace}/{hub}/{group}/{kind}/``, lower-cased, as the official store names its blobs."""
+    return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/{kind}/".lower()
+
+
+class BlobCheckpointStore(CheckpointStore):
+    """Ownership and checkpoints as empty blobs with metadata: the layout of ``azure-eventhub-checkpointstoreblob``.
+
+    A consumer group moves between rxhubs and the official ``EventProcessor`` (Python, and the other SDKs that
+    share the layout) in either direction without losing its place: the blob names are
+    ``{namespace}/{hub}/{consumer group}/ownership/{partition}`` (metadata ``ownerid``) and
+    ``.../checkpoint/{partition}`` (metadata ``offset``, ``sequencenumber``), all lower-cased.
+
+    How the contract is kept:
+
+    * a claim without an etag uploads the blob without overwrite (create-only: a blob that exists, even
+      released, makes it lose); a claim with an etag sets the metadata ``If-Match`` that etag. A claim that
+      loses (409/412/404) is left out of the result. Claims of several partitions are sent concurrently;
+    * a checkpoint sets the blob's metadata and uploads the blob when it does not exist yet (never re-uploads,
+      which is slow with soft delete on); :meth:`update_checkpoints` writes several concurrently;
+    * each listing is one request (``list_blobs`` with metadata) per 5,000 partitions;
+    * etags come back without quotes; ``last_modified_time`` is the service's (one-second resolution);
+    * malformed blobs (no ``ownerid``, a non-numeric ``offset`` or ``sequencenumber``, a foreign blob under the
+      prefix) are logged: an ownership blob without owner is returned released (so it can be claimed with its
+      etag), a bad checkpoint blob is skipped;
+    * a missing container is created on the first write (``create_container=False`` turns that into a
+      non-retriable :class:`~rxhubs.errors.StoreError`); listings of a missing container are empty;
+    * failures become :class:`~rxhubs.errors.StoreError`: unreachable account, time-outs and 5xx are
+      retriable; refused credentials (401/403) and other 4xx are not. Messages never carry the account key
+      or a SAS token, nor does ``repr``.
+
+    Unlike the official store, the client fails fast: two retries 0.5 s apart, 10 s to connect, 30 s to read
+    (the Storage SDK's default can retry for over a minute, longer than a load-balancing interval). Proxy
+    settings from the environment are read once, not on every request. Pass ``retry_policy``,
+    ``connection_timeout``, ``read_timeout``, ``proxies``, ``transport`` or any other azure-storage-blob client
+    keyword to override.
+
+    Args:
+        account_url: The blob service URL, e.g. ``https://myaccount.blob.core.windows.net``.
+        container_name: The container holding the blobs.
+        credential: An Azure credential (``azure.identity.aio.DefaultAzureCredential()``, a SAS or named-key
+            credential), or None when ``account_url`` carries a SAS token.
+        create_container: Create the container on the first write if it does not exist.
+        **client_kwargs: Passed to ``azure.storage.blob.aio.ContainerClient``.
+
+    Raises:
+        ConfigurationError: For an invalid container name or account URL.
+
+    Example:
+        >>> from azure.identity.aio import DefaultAzureCredential  # doctest: +SKIP
+        >>> store = BlobCheckpointStore(  # doctest: +SKIP
+        ...     "https://myaccount.blob.core.windows.net", "checkpoints", credential=DefaultAzureCredential()
+        ... )
+        >>> async with store:  # doctest: +SKIP
+        ...     print(await store.list_checkpoints("myns.servicebus.windows.net", "telemetry", "$Default"))
+    """
+
+    def __init__(
+        self,
+        account_url: str,
+        container_name: str,
+        *,
+        credential: Any = None,
+        create_container: bool = True,
+        **client_kwargs: Any,
+    ) -> None:
+        _check_container_name(container_name)
+        if not isinstance(account_url, str) or not account_url.startswith(("http://", "https://")):
+            raise ConfigurationError("account_url must be an http(s) URL of a blob service")
+        secrets = _url_secrets(account_url)
+        try:
+            client = ContainerClient(
+                account_url, container_name, credential=credential, **_client_options(account_url, client_kwargs)
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid blob store settings: {redact(str(exc), secrets)}") from exc
+        self._setup(client, create_container, secrets)
+
+    @classmethod
+    def from_connection_string(
+        cls, conn_str: str, container_name: str, *, create_container: bool = True, **client_kwargs: Any
+    ) -> BlobCheckpointStore:
+        """A store from a storage account connection string (``UseDevelopmentStorage=true`` included).
+
+        Args:
+            conn_str: The connection string; it never appears in logs, reprs or error messages.
+            container_name: The container holding the blobs.
+            create_container: Create the container on the first write if it does not exist.
+            **client_kwargs: Passed to ``azure.storage.blob.aio.ContainerClient``.
+
+        Raises:
+            ConfigurationError: For a malformed connection string or an invalid container name.
+
+        Example:
+            >>> store = BlobCheckpointStore.from_connection_string(
+            ...     "UseDevelopmentStorage=true", "checkpoints"
+            ... )
+            >>> store
+            BlobCheckpointStore('http://127.0.0.1:10000/devstoreaccount1/checkpoints')
+        """
+        _check_container_name(container_name)
+        secrets = _connection_string_secrets(conn_str)
+        if not isinstance(conn_str, str) or not conn_str.strip():
+            raise ConfigurationError("the storage connection string is empty")
+        try:
+            probe = ContainerClient.from_connection_string(conn_str, container_name)
+            client = ContainerClient.from_connection_string(
+                conn_str, container_name, **_client_options(probe.url, client_kwargs)
+            )
+        except (ValueError, AzureError) as exc:
+            raise ConfigurationError(
+                "malformed storage connection string (expected e.g. 'DefaultEndpointsProtocol=https;"
+                "AccountName=...;AccountKey=...;EndpointSuffix=core.windows.net'): "
+                f"{redact(str(exc), secrets)}"
+            ) from exc
+        store = cls.__new__(cls)
+        store._setup(client, create_container, secrets)
+        return store
+
+    def _setup(self, client: ContainerClient, create_container: bool, secrets: list[str]) -> None:
+        key = getattr(client.credential, "account_key", None)
+        self._secrets = [s for s in [*secrets, key if isinstance(key, str) else ""] if s]
+        self._client = client
+        self._create_container = create_container
+        self._container_ready = False
+        self._container_lock = asyncio.Lock()
+        self._blobs: dict[str, BlobClient] = {}
+        self._url = client.url.split("?", 1)[0]
+
+    @property
+    def container_name(self) -> str:
+        """The container holding the blobs."""
+        return str(self._client.container_name)
+
+    @property
+    def url(self) -> str:
+        """The container's URL, without any SAS token."""
+        return self._url
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _blob(self, name: str) -> BlobClient:
+        blob = self._blobs.get(name)
+        if blob is None:
+            blob = self._blobs[name] = self._client.get_blob_client(name)
+        return blob
+
+    def _error(self, exc: BaseException, what: str) -> StoreError:
+        """Translate an azure-storage-blob / transport failure into a StoreError with a safe message."""
+        where = f"blob store {self._url}: {what}"
+        if isinstance(exc, ClientAuthenticationError) or (
+            isinstance(exc, HttpResponseError) and exc.status_code in (401, 403)
+        ):
+            return StoreError(
+                f"{where}: the storage account refused the credentials (HTTP {getattr(exc, 'status_code', '?')}"
+                f"{_code(exc)}); check the key, SAS token or role assignment",
+                retriable=False,
+            )
+        if isinstance(exc, ResourceNotFoundError) and _code(exc) == ", ContainerNotFound":
+            return StoreError(
+                f"{where}: container {self.container_name!r} does not exist (create it, or let the store create "
+                "it with create_container=True)",
+                retriable=False,
+            )
+        if isinstance(exc, HttpResponseError) and exc.status_code is not None:
+            retriable = exc.status_code >= 500 or exc.status_code in (408, 429)
+            message = redact(str(exc.message or exc.reason or ""), self._secrets).splitlines()
+            return StoreError(
+                f"{where}: HTTP {exc.status_code}{_code(exc)}: {message[0] if message else ''}".rstrip(": "),
+                retriable=retriable,
+            )
+        text = redact(str(exc), self._secrets).splitlines()
+        return StoreError(
+            f"{where}: cannot reach the storage account ({type(exc).__name__}: {text[0] if text else ''})".rstrip(),
+            retriable=True,
+        )
+
+    async def _ensure_container(self) -> None:
+        if not self._create_container:
+            raise StoreError(
+                f"blob store {self._url}: container {self.container_name!r} does not exist "
+                "(create it, or pass create_container=True)",
+                retriable=False,
+            )
+        async with self._container_lock:
+            if self._container_ready:
+                return
+            try:
+                await self._client.create_container()
+                logger.info("blob store %s: created container %r", self._url, self.container_name)
+            except ResourceExistsError:
+                pass
+            self._container_ready = True
+
+    async def _create_only(self, blob: BlobClient, metadata: dict[str, str]) -> dict[str, Any] | None:
+        """Upload an empty blob without overwrite: its properties, or None when it already exists."""
+        for attempt in (1, 2):
+            try:
+                return await blob.upload_blob(b"", overwrite=False, metadata=metadata)
+            except ResourceExistsError:
+                return None
+            except ResourceNotFoundError as exc:
+                if attempt == 2 or _code(exc) != ", ContainerNotFound":
+                    raise
+                await self._ensure_container()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _claim_one(self, claim: Ownership) -> Ownership | None:
+        name = blob_prefix(claim.fully_qualified_namespace, claim.eventhub_name, claim.consumer_group, "ownership")
+        blob = self._blob(name + claim.partition_id.lower())
+        metadata = {"ownerid": claim.owner_id}
+        etag = normalize_etag(claim.etag)
+        try:
+            if etag is None:
+                properties = await self._create_only(blob, metadata)
+            else:
+                properties = await blob.set_blob_metadata(
+                    metadata, etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified
+                )
+        except (ResourceModifiedError, ResourceNotFoundError):
+            properties = None  # changed since listed, or gone: the etag cannot match
+        except (AzureError, OSError) as exc:
+            raise self._error(exc, f"claim of partition {claim.partition_id!r}") from exc
+        if properties is None:
+            logger.debug(
+                "blob store %s: claim of partition %r by %r lost", self._url, claim.partition_id, claim.owner_id
+            )
+            return None
+        return replace(
+            claim, etag=normalize_etag(properties["etag"]), last_modified_time=properties["last_modified"].timestamp()
+        )
+
+    # -- the contract ----------------------------------------------------------------------------------
+
+    async def list_ownership(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Ownership]:
+        """Every ownership blob of the consumer group (one listing request); malformed ones come back released."""
+        prefix = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "ownership")
+        result: list[Ownership] = []
+        for partition_id, metadata, etag, last_modified in await self._list(prefix, "list_ownership"):
+            owner_id = metadata.get("ownerid")
+            if owner_id is None:
+                logger.warning(
+                    "blob store %s: ownership blob %r has no 'ownerid' metadata; treating it as released",
+                    self._url,
+                    prefix + partition_id,
+                )
+                owner_id = ""
+            result.append(
+                Ownership(
+                    fully_qualified_namespace,
+                    eventhub_name,
+                    consumer_group,
+                    partition_id,
+                    owner_id,
+                    last_modified,
+                    etag,
+                )
+            )
+        return result
+
+    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
+        """Compare-and-swap every record, all partitions concurrently; return those won.
+
+        Raises:
+            StoreError: Only when no claim was won and at least one failed for a reason other than losing
+                (the store is unreachable, say); failures next to wins are logged and left out.
+        """
+        claims = list(ownerships)
+        results = await asyncio.gather(*(self._claim_one(c) for c in claims), return_exceptions=True)
+        won: list[Ownership] = []
+        errors: list[BaseException] = []
+        for result in results:
+            if isinstance(result, Ownership):
+                won.append(result)
+            elif isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # cancellation and friends
+                errors.append(result)
+        if errors and not won:
+            raise errors[0]
+        for error in errors:
+            logger.warning("%s", error)
+        return won
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Set the checkpoint blob's metadata, uploading the blob the first time."""
+        name = (
+            blob_prefix(
+                checkpoint.fully_qualified_namespace, checkpoint.eventhub_name, checkpoint.consumer_group, "checkpoint"
+            )
+            + checkpoint.partition_id.lower()
+        )
+        blob = self._blob(name)
+        metadata = {
+            "offset": "" if checkpoint.offset is None else str(checkpoint.offset),
+            "sequencenumber": str(int(checkpoint.sequence_number)),
+        }
+        try:
+            try:
+                await blob.set_blob_metadata(metadata)
+            except ResourceNotFoundError:
+                logger.info("blob store %s: uploading checkpoint blob %r (first checkpoint)", self._url, name)
+                try:
+                    await blob.upload_blob(b"", overwrite=True, metadata=metadata)
+                except ResourceNotFoundError as exc:
+                    if _code(exc) != ", ContainerNotFound":
+                        raise
+                    await self._ensure_container()
+                    await blob.upload_blob(b"", overwrite=True, metadata=metadata)
+        except RxHubsError:
+            raise
+        except (AzureError, OSError) as exc:
+            raise self._error(exc, f"checkpoint of partition {checkpoint.partition_id!r}") from exc
+
+    async def update_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
+        """Write several checkpoints concurrently (one request each); raises the first failure after all ran."""
+        results = await asyncio.gather(*(self.update_checkpoint(c) for c in checkpoints), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def list_checkpoints(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Checkpoint]:
+        """Every checkpoint blob of the consumer group (one listing request); malformed ones are skipped."""
+        prefix = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "checkpoint")
+        result: list[Checkpoint] = []
+        for partition_id, metadata, _etag, _last_modified in await self._list(prefix, "list_checkpoints"):
+            number = parse_sequence_number(metadata.get("sequencenumber"))
+            valid, offset = parse_offset(metadata.get("offset"))
+            if number is None or not valid:
+                logger.warning(
+                    "blob store %s: ignoring malformed checkpoint blob %r (offset %s, sequencenumber %s)",
+                    self._url,
+                    prefix + partition_id,
+                    describe(metadata.get("offset")),
+                    describe(metadata.get("sequencenumber")),
+                )
+                continue
+            result.append(
+                Checkpoint(fully_qualified_namespace, eventhub_name, consumer_group, partition_id, offset, number)
+            )
+        return result
+
+    async def _list(self, prefix: str, verb: str) -> list[tuple[str, dict[str, str], str | None, float | None]]:
+        """``(partition id, lower-cased metadata, etag, last modified)`` of each blob right under ``prefix``."""
+        found: list[tuple[str, dict[str, str], str | None, float | None]] = []
+        try:
+            async for blob in self._client.list_blobs(name_starts_with=prefix, include=["metadata"]):
+                partition_id = blob.name[len(prefix) :]
+                if not partition_id or "/" in partition_id:
+                    logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, blob.name, prefix)
+                    continue
+                # An empty metadata value (a released owner) is listed as None: read it as "".
+                metadata = {str(k).lower(): "" if v is None else str(v) for k, v in (blob.metadata or {}).items()}
+                modified = blob.last_modified.timestamp() if blob.last_modified is not None else None
+                found.append((partition_id, metadata, normalize_etag(blob.etag), modified))
+        except ResourceNotFoundError as exc:
+            if _code(exc) == ", ContainerNotFound":
+                return []
+            raise self._error(exc, verb) from exc
+        except (AzureError, OSError) as exc:
+            raise self._error(exc, verb) from exc
+        return found
+
+    # -- life cycle ------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the HTTP session. Idempotent."""
+        await self._client.close()
+
+    async def __aenter__(self) -> BlobCheckpointStore:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"BlobCheckpointStore({self._url!r})"
+
+
+def _code(exc: BaseException) -> str:
+    code = getattr(exc, "error_code", None)
+    return f", {code}" if code else ""
+
+
+def _check_container_name(name: object) -> None:
+    if not isinstance(name, str) or not _CONTAINER_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"invalid blob container name {name!r}: 3-63 lower-case letters, digits and single hyphens, "
+            "starting and ending with a letter or digit"
+        )
+
+
+def _url_secrets(url: str) -> list[str]:
+    query = urlsplit(url).query
+    return [query, *(v for k, v in parse_qsl(query) if k.lower() in _SECRET_KEYS)] if query else []
+
+
+def _connection_string_secrets(conn_str: object) -> list[str]:
+    if not isinstance(conn_str, str):
+        return []
+    secrets = [conn_str]
+    for part in conn_str.split(";"):
+        name, _, value = part.partition("=")
+        if name.strip().lower() in _SECRET_KEYS and value:
+            secrets.append(value.strip())
+    return secrets
+
+
+def _client_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Fail-fast retries and time-outs, and proxies read once from the environment, unless overridden."""
+    options = dict(options)
+    if "retry_policy" not in options and "retry_total" not in options:
+        options["retry_policy"] = LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2)  # type: ignore[arg-type]
+    options.setdefault("connection_timeout", 10)
+    options.setdefault("read_timeout", 30)
+    if not {"use_env_settings", "proxies", "transport"} & options.keys():
+        # aiohttp would look up netrc and proxy variables in a thread on every request; do it once here.
+        options["use_env_settings"] = False
+        proxies = _environment_proxies(url)
+        if proxies:
+            options["proxies"] = proxies
+    return options
+
+
+def _environment_proxies(url: str) -> dict[str, str] | None:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return {parts.scheme: proxy}

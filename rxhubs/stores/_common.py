@@ -1,0 +1,103 @@
+"""Helpers shared by the stores: keys, record validation, etags and secret redaction (private)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rxhubs._models import Checkpoint, Ownership
+
+__all__ = [
+    "VERBS",
+    "Key",
+    "key_of",
+    "logger",
+    "normalize_etag",
+    "parse_offset",
+    "parse_sequence_number",
+    "redact",
+]
+
+#: The logger every store reports malformed records and partial failures to.
+logger = logging.getLogger("rxhubs.stores")
+
+#: The four verbs of the contract.
+VERBS = ("list_ownership", "claim_ownership", "update_checkpoint", "list_checkpoints")
+
+Key = tuple[str, str, str]
+
+
+def key_of(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> Key:
+    """The case-insensitive key of a consumer group (the official blob layout lower-cases names)."""
+    return (fully_qualified_namespace.lower(), eventhub_name.lower(), consumer_group.lower())
+
+
+def record_key(record: Ownership | Checkpoint) -> Key:
+    return key_of(record.fully_qualified_namespace, record.eventhub_name, record.consumer_group)
+
+
+def normalize_etag(etag: object) -> str | None:
+    """An etag without its quotes (and weak prefix): listings and write responses then compare equal."""
+    if etag is None:
+        return None
+    text = str(etag).strip()
+    if text.startswith("W/"):
+        text = text[2:]
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        text = text[1:-1]
+    return text
+
+
+_DIGITS = re.compile(r"-?[0-9]+")
+
+
+def parse_sequence_number(value: object) -> int | None:
+    """An int from an int or a string of digits; None for anything else (bools, floats, garbage)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def parse_offset(value: object) -> tuple[bool, str | None]:
+    """``(valid, offset)``: a string of digits (ints accepted), None when absent or empty; invalid otherwise."""
+    if value is None:
+        return True, None
+    if isinstance(value, bool):
+        return False, None
+    if isinstance(value, int):
+        return True, str(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "":
+            return True, None
+        if _DIGITS.fullmatch(text):
+            return True, text
+    return False, None
+
+
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)(AccountKey|SharedAccessKey|SharedAccessSignature|sig|signature)=([^;&\s'\"]+)"),
+    re.compile(r"(?i)(Authorization:\s*)(\S+(?:\s+\S+)?)"),
+)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with known secrets and anything shaped like a key, SAS signature or auth header masked."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: f"{m.group(1)}{'' if m.group(1).endswith(' ') else '='}***", text)
+    return text
+
+
+def describe(value: Any) -> str:
+    """A short, safe description of a stored value for log lines."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,293 @@
+"""The in-memory checkpoint store: for tests and single-process use, in real or virtual time."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TypeVar
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs.errors import ConfigurationError, StoreError
+from rxhubs.stores._common import VERBS, Key, key_of, normalize_etag, record_key
+from rxhubs.stores._contract import CheckpointStore
+
+__all__ = ["InMemoryCheckpointStore"]
+
+T = TypeVar("T")
+
+
+class InMemoryCheckpointStore(CheckpointStore):
+    """Ownership and checkpoints in a dict: the contract of every store, with no I/O.
+
+    Besides the four async verbs, it offers their Rx-native forms (``observe_list_ownership`` and so on):
+    one-shot Observables that compute synchronously when subscribed and stamp ``last_modified_time`` from the
+    subscribing scheduler's clock, so a pipeline using this store runs in virtual time under
+    ``reactivex.testing.TestScheduler``. The async verbs stamp from ``clock`` (default ``time.time``).
+
+    Etags are versions: a counter shared by the whole store, rendered as a string, so no two writes ever
+    produce the same etag.
+
+    **Fault injection** (for tests of what happens when the store is down):
+
+    * ``store.available = False`` makes every call raise :class:`~rxhubs.errors.StoreError` (retriable)
+      until it is set back to ``True``;
+    * ``store.fail(verb, times=n)`` makes the next ``n`` calls of ``verb`` (any verb when None) fail,
+      ``times=None`` every call until :meth:`heal`.
+
+    ``store.calls`` counts the calls of each verb, failed ones included (``store.calls["update_checkpoint"]``).
+
+    Args:
+        clock: Seconds since the epoch for the async verbs; default ``time.time``.
+
+    Example:
+        >>> import asyncio
+        >>> from rxhubs import Ownership
+        >>> store = InMemoryCheckpointStore()
+        >>> won = asyncio.run(store.claim_ownership([Ownership("ns", "hub", "$Default", "0", "me")]))
+        >>> won[0].owner_id, won[0].etag, store.calls["claim_ownership"]
+        ('me', '1', 1)
+    """
+
+    def __init__(self, *, clock: Callable[[], float] | None = None) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.available = True
+        self._clock = clock or time.time
+        self._lock = threading.Lock()
+        self._versions = itertools.count(1)
+        self._ownership: dict[Key, dict[str, Ownership]] = {}
+        self._checkpoints: dict[Key, dict[str, Checkpoint]] = {}
+        self._failures: list[tuple[str | None, int | None, BaseException | None]] = []
+
+    # -- fault injection -------------------------------------------------------------------------------
+
+    def fail(self, verb: str | None = None, *, times: int | None = 1, error: BaseException | None = None) -> None:
+        """Make the next ``times`` calls of ``verb`` fail (every verb when None; ``times=None``: until healed).
+
+        Args:
+            verb: One of ``list_ownership``, ``claim_ownership``, ``update_checkpoint``, ``list_checkpoints``.
+            times: How many calls fail, or None for all of them until :meth:`heal`.
+            error: The exception raised; default a retriable :class:`~rxhubs.errors.StoreError`.
+
+        Raises:
+            ConfigurationError: For an unknown verb or a count below 1.
+
+        Example:
+            >>> import asyncio
+            >>> store = InMemoryCheckpointStore()
+            >>> store.fail("list_checkpoints", times=1)
+            >>> try:
+            ...     asyncio.run(store.list_checkpoints("ns", "hub", "$Default"))
+            ... except StoreError as exc:
+            ...     exc.retriable
+            True
+            >>> asyncio.run(store.list_checkpoints("ns", "hub", "$Default"))
+            []
+        """
+        if verb is not None and verb not in VERBS:
+            raise ConfigurationError(f"unknown store verb {verb!r}; expected one of {', '.join(VERBS)}")
+        if times is not None and times < 1:
+            raise ConfigurationError(f"times must be >= 1 or None, got {times!r}")
+        with self._lock:
+            self._failures.append((verb, times, error))
+
+    def heal(self) -> None:
+        """Cancel every injected failure and make the store available again."""
+        with self._lock:
+            self._failures.clear()
+            self.available = True
+
+    def _enter(self, verb: str) -> None:
+        """Count the call and raise an injected failure if one applies (called with the lock held)."""
+        self.calls[verb] += 1
+        if not self.available:
+            raise StoreError(f"in-memory checkpoint store unavailable ({verb}; store.available is False)")
+        for index, (target, times, error) in enumerate(self._failures):
+            if target is None or target == verb:
+                if times is not None:
+                    if times <= 1:
+                        del self._failures[index]
+                    else:
+                        self._failures[index] = (target, times - 1, error)
+                raise error if error is not None else StoreError(f"injected failure of {verb} (store.fail)")
+
+    # -- the verbs, synchronous, at a given time -------------------------------------------------------
+
+    def _list_ownership(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Ownership]:
+        with self._lock:
+            self._enter("list_ownership")
+            records = list(
+                self._ownership.get(key_of(fully_qualified_namespace, eventhub_name, consumer_group), {}).values()
+            )
+        return [
+            replace(
+                o,
+                fully_qualified_namespace=fully_qualified_namespace,
+                eventhub_name=eventhub_name,
+                consumer_group=consumer_group,
+            )
+            for o in records
+        ]
+
+    def _claim_ownership(self, ownerships: Iterable[Ownership], now: float) -> list[Ownership]:
+        claims = list(ownerships)
+        won: list[Ownership] = []
+        with self._lock:
+            self._enter("claim_ownership")
+            for claim in claims:
+                table = self._ownership.setdefault(record_key(claim), {})
+                current = table.get(claim.partition_id.lower())
+                expected = normalize_etag(claim.etag)
+                if (current is None) != (expected is None):
+                    continue
+                if current is not None and current.etag != expected:
+                    continue
+                stored = replace(claim, etag=str(next(self._versions)), last_modified_time=now)
+                table[claim.partition_id.lower()] = stored
+                won.append(stored)
+        return won
+
+    def _update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self._enter("update_checkpoint")
+            self._checkpoints.setdefault(record_key(checkpoint), {})[checkpoint.partition_id.lower()] = checkpoint
+
+    def _list_checkpoints(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Checkpoint]:
+        with self._lock:
+            self._enter("list_checkpoints")
+            key = key_of(fully_qualified_namespace, eventhub_name, consumer_group)
+            records = list(self._checkpoints.get(key, {}).values())
+        return [
+            replace(
+                c,
+                fully_qualified_namespace=fully_qualified_namespace,
+                eventhub_name=eventhub_name,
+                consumer_group=consumer_group,
+            )
+            for c in records
+        ]
+
+    # -- the contract: async verbs ---------------------------------------------------------------------
+
+    async def list_ownership(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Ownership]:
+        """Every ownership record of the consumer group."""
+        return self._list_ownership(fully_qualified_namespace, eventhub_name, consumer_group)
+
+    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
+        """Compare-and-swap each record on its etag; return those won, stamped with ``clock()``."""
+        return self._claim_ownership(ownerships, self._clock())
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Store the checkpoint of one partition, overwriting the previous one."""
+        self._update_checkpoint(checkpoint)
+
+    async def update_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
+        """Store several checkpoints (one call of ``update_checkpoint`` each, for the counters)."""
+        for checkpoint in checkpoints:
+            self._update_checkpoint(checkpoint)
+
+    async def list_checkpoints(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> list[Checkpoint]:
+        """Every checkpoint of the consumer group."""
+        return self._list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group)
+
+    # -- Rx-native verbs: one-shot Observables on the subscribing scheduler's clock ---------------------
+
+    def observe_list_ownership(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> Observable[list[Ownership]]:
+        """:meth:`list_ownership` as a one-shot Observable, computed when subscribed.
+
+        Example:
+            >>> store = InMemoryCheckpointStore()
+            >>> store.observe_list_ownership("ns", "hub", "$Default").run()
+            []
+        """
+        return _one_shot(lambda _now: self._list_ownership(fully_qualified_namespace, eventhub_name, consumer_group))
+
+    def observe_claim_ownership(self, ownerships: Iterable[Ownership]) -> Observable[list[Ownership]]:
+        """:meth:`claim_ownership` as a one-shot Observable; ``last_modified_time`` is the scheduler's now.
+
+        Example:
+            >>> from reactivex.testing import TestScheduler
+            >>> from rxhubs import Ownership
+            >>> scheduler, store, won = TestScheduler(), InMemoryCheckpointStore(), []
+            >>> claim = store.observe_claim_ownership([Ownership("ns", "hub", "$Default", "0", "me")])
+            >>> _ = scheduler.schedule_absolute(30.0, lambda *_: claim.subscribe(won.extend, scheduler=scheduler))
+            >>> _ = scheduler.start()
+            >>> won[0].last_modified_time
+            30.0
+        """
+        claims = list(ownerships)
+        return _one_shot(lambda now: self._claim_ownership(claims, now()))
+
+    def observe_update_checkpoint(self, checkpoint: Checkpoint) -> Observable[None]:
+        """:meth:`update_checkpoint` as a one-shot Observable (emits None, then completes).
+
+        Example:
+            >>> from rxhubs import Checkpoint
+            >>> store = InMemoryCheckpointStore()
+            >>> store.observe_update_checkpoint(Checkpoint("ns", "hub", "$Default", "0", "80", 7)).run()
+            >>> store.calls["update_checkpoint"]
+            1
+        """
+        return _one_shot(lambda _now: self._update_checkpoint(checkpoint))
+
+    def observe_list_checkpoints(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> Observable[list[Checkpoint]]:
+        """:meth:`list_checkpoints` as a one-shot Observable, computed when subscribed.
+
+        Example:
+            >>> InMemoryCheckpointStore().observe_list_checkpoints("ns", "hub", "$Default").run()
+            []
+        """
+        return _one_shot(lambda _now: self._list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group))
+
+    async def close(self) -> None:
+        """Nothing to release; present so every store can be closed the same way."""
+
+    async def __aenter__(self) -> InMemoryCheckpointStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        with self._lock:
+            owned = sum(len(t) for t in self._ownership.values())
+            checkpoints = sum(len(t) for t in self._checkpoints.values())
+        return f"InMemoryCheckpointStore(ownership={owned}, checkpoints={checkpoints}, available={self.available})"
+
+
+def _one_shot(compute: Callable[[Callable[[], float]], T]) -> Observable[T]:
+    """An Observable that, on subscribe, runs ``compute(now)`` and emits its result or its error."""
+
+    def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+        def now() -> float:
+            return scheduler.now.timestamp() if scheduler is not None else time.time()
+
+        try:
+            value = compute(now)
+        except Exception as exc:  # a store failure is an on_error, never out of subscribe
+            observer.on_error(exc)
+            return Disposable()
+        observer.on_next(value)
+        observer.on_completed()
+        return Disposable()
+
+    return reactivex.create(subscribe)
