@@ -1,0 +1,27 @@
+"""Every script in examples/ runs to success (each starts the emulator or in-memory parts it needs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 1
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(script: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "EVENTHUB_CONNECTION_STRING"}
+    env["RXHUBS_EXAMPLE_OUT"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+    )
+    assert result.returncode == 0, f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
