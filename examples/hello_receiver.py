@@ -19,7 +19,8 @@ async def main(connection_string: str) -> int:
     try:
         await hub.send([b'{"t": 21.5}', b'{"t": 21.7}', b'{"t": 22.0}'], partition_id="0")
         props = await hub.get_partition_properties("0")
-        print(f"partition 0 holds sequence numbers {props.beginning_sequence_number}..{props.last_enqueued_sequence_number}")
+        first, last = props.beginning_sequence_number, props.last_enqueued_sequence_number
+        print(f"partition 0 holds sequence numbers {first}..{last}")
         start = rxhubs.Position.from_sequence_number(props.last_enqueued_sequence_number - 3)  # the last three
         received = []
         async with hub.receiver("0", start=start) as receiver:
