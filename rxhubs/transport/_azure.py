@@ -769,19 +769,31 @@ class AzurePartitionReceiver(ReceiverBase):
         return out
 
     async def _open(self) -> None:
-        try:
-            await self._hub._check_partition(self._context.partition_id)
-        except RxHubsError as exc:
-            self._error = exc  # sticky, like every other receive error: open a new receiver
-            raise
-        self._client = self._hub._new_consumer_client(self._context.consumer_group)
-        self._task = asyncio.create_task(
-            self._run(self._client), name=f"rxhubs-receive-{self._context.eventhub_name}-{self._context.partition_id}"
-        )
+        """Start the SDK task; only :meth:`Position.latest` makes the first pull wait for the service.
 
-    async def _run(self, client: EventHubConsumerClient) -> None:
-        position, inclusive = _sdk_position(self._start)
+        "Latest" must mean "after the events present when the receiver opened", but the SDK attaches its link
+        (and so evaluates ``@latest``) about a second later, after a first pull may have returned and more
+        events arrived. So the first pull fixes it as the partition's last enqueued sequence number.
+        """
+        if self._start.kind == "latest":
+            try:
+                props = await self._hub.get_partition_properties(self._context.partition_id)
+            except RxHubsError as exc:
+                self._error = exc  # sticky, like every receive error: open a new receiver
+                raise
+            self._start = Position.from_sequence_number(props.last_enqueued_sequence_number)
+            self._position = self._start
+            self._high_water = _high_water(self._start)
+        c = self._context
+        self._task = asyncio.create_task(self._run(), name=f"rxhubs-receive-{c.eventhub_name}-{c.partition_id}")
+
+    async def _run(self) -> None:
         try:
+            # Unknown partitions fail here (the hub caches the ids); unknown consumer groups when the link
+            # attaches. Both wake the waiting pull through _fail.
+            await self._hub._check_partition(self._context.partition_id)
+            client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
+            position, inclusive = _sdk_position(self._start)
             await client.receive_batch(
                 self._on_batch,
                 partition_id=self._context.partition_id,
@@ -797,6 +809,8 @@ class AzurePartitionReceiver(ReceiverBase):
             )
         except asyncio.CancelledError:
             raise
+        except RxHubsError as exc:
+            self._fail(exc, None)
         except Exception as exc:
             self._fail(translate_error(exc, self._what(), self._hub._secrets), exc)
         else:
