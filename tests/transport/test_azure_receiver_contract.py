@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pytest
 
-from rxhubs.emulator.pytest_plugin import emulator_factory  # noqa: F401  (fixture)
-from rxhubs.emulator.pytest_plugin import EmulatorFactory
+from rxhubs.emulator.pytest_plugin import (
+    EmulatorFactory,
+    emulator_factory,  # noqa: F401  (fixture)
+)
 from rxhubs.transport import EventHub
 from tests.transport.receiver_contract import HubEnv, ReceiverContract
 
