@@ -140,10 +140,13 @@ class BlobCheckpointStore(CheckpointStore):
         if not isinstance(conn_str, str) or not conn_str.strip():
             raise ConfigurationError("the storage connection string is empty")
         try:
-            probe = ContainerClient.from_connection_string(conn_str, container_name)
             client = ContainerClient.from_connection_string(
-                conn_str, container_name, **_client_options(probe.url, client_kwargs)
+                conn_str, container_name, **_client_options(None, client_kwargs)
             )
+            if _wants_environment_proxies(client_kwargs) and _environment_proxies(client.url):
+                client = ContainerClient.from_connection_string(
+                    conn_str, container_name, **_client_options(client.url, client_kwargs)
+                )
         except (ValueError, AzureError) as exc:
             raise ConfigurationError(
                 "malformed storage connection string (expected e.g. 'DefaultEndpointsProtocol=https;"
@@ -448,17 +451,21 @@ def _connection_string_secrets(conn_str: object) -> list[str]:
     return secrets
 
 
-def _client_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+def _wants_environment_proxies(options: dict[str, Any]) -> bool:
+    return not {"use_env_settings", "proxies", "transport"} & options.keys()
+
+
+def _client_options(url: str | None, options: dict[str, Any]) -> dict[str, Any]:
     """Fail-fast retries and time-outs, and proxies read once from the environment, unless overridden."""
     options = dict(options)
     if "retry_policy" not in options and "retry_total" not in options:
         options["retry_policy"] = LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2)  # type: ignore[arg-type]
     options.setdefault("connection_timeout", 10)
     options.setdefault("read_timeout", 30)
-    if not {"use_env_settings", "proxies", "transport"} & options.keys():
+    if _wants_environment_proxies(options):
         # aiohttp would look up netrc and proxy variables in a thread on every request; do it once here.
         options["use_env_settings"] = False
-        proxies = _environment_proxies(url)
+        proxies = _environment_proxies(url) if url else None
         if proxies:
             options["proxies"] = proxies
     return options

@@ -163,6 +163,9 @@ async def test_without_create_container_a_missing_container_is_a_clear_error(
         with pytest.raises(StoreError, match=f"container '{blob_container}' does not exist") as info:
             await store.update_checkpoint(Checkpoint(NS, HUB, CG, "0", "10", 1))
         assert info.value.retriable is False
+        with pytest.raises(StoreError, match="does not exist"):  # nothing won, so the claim raises
+            await store.claim_ownership([Ownership(NS, HUB, CG, p, "a") for p in "01"])
+        assert await store.list_checkpoints(NS, HUB, CG) == []
 
 
 async def test_refused_credentials_are_not_retriable_and_never_show_the_key(
@@ -257,3 +260,18 @@ async def test_concurrent_checkpoint_writes_across_partitions(store: BlobCheckpo
 
     listed = {int(c.partition_id): c.sequence_number for c in await store.list_checkpoints(NS, HUB, CG)}
     assert listed == {p: 7 if p % 2 == 0 else p for p in range(32)}
+
+
+async def test_proxy_settings_from_the_environment_are_read_once_and_honoured(
+    azurite: Azurite, blob_container: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # a proxy nobody listens on
+    through_proxy = BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container, retry_total=0)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    direct = BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container, retry_total=0)
+    async with through_proxy, direct:
+        with pytest.raises(StoreError, match="cannot reach"):
+            await through_proxy.list_checkpoints(NS, HUB, CG)
+        assert await direct.list_checkpoints(NS, HUB, CG) == []
