@@ -24,6 +24,7 @@ from typing import Any
 
 from rxhubs._models import Checkpoint
 from rxhubs.bench._report import figure
+from rxhubs.errors import ConfigurationError
 from rxhubs.testing._azurite import Azurite
 
 __all__ = ["run"]
@@ -56,7 +57,13 @@ def run(args: Any) -> list[dict[str, Any]]:
 
 
 async def _measure(conn_str: str, quick: bool) -> list[dict[str, Any]]:
-    from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore as OfficialStore
+    try:
+        from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore as OfficialStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the stores benchmark compares with the official store: pip install "
+            "azure-eventhub-checkpointstoreblob-aio==1.2.0 (part of the dev extra)"
+        ) from exc
 
     from rxhubs.stores._blob import BlobCheckpointStore
 

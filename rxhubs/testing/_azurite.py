@@ -8,10 +8,13 @@ telemetry off, and can stop and restart it on the same port and data so fault te
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,6 +57,19 @@ def find_azurite(start: Path | None = None) -> Path:
         "Azurite is not installed (no node_modules/.bin/azurite-blob): run `make test` from the repository "
         "root, which runs `npm install --no-audit --no-fund` for the pinned azurite@3.35.0"
     )
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): get SIGTERM when the process that started Azurite dies.
+
+    atexit does not run when the parent is killed by a signal (a CI timeout, kill -9); this does. The signal
+    comes when the *thread* that started Azurite ends, so start it from a long-lived thread (the main one).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - best effort
+        pass
 
 
 def _free_port(host: str) -> int:
@@ -139,7 +155,12 @@ class Azurite:
         ]
         with open(self._log_path, "ab") as log:
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         if not self._atexit:
             atexit.register(self.stop)  # never leave an orphan Azurite behind, even if close() is forgotten

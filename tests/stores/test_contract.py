@@ -10,7 +10,7 @@ import pytest
 
 from rxhubs import Checkpoint, Ownership
 from rxhubs.stores import CheckpointStore
-from tests.stores.conftest import CG, HUB, NS, Harness
+from tests.stores.conftest import CG, CORRUPTIONS, HUB, NS, Harness
 
 
 def own(partition_id: str, owner_id: str, etag: str | None = None, *, hub: str = HUB, cg: str = CG) -> Ownership:
@@ -183,7 +183,7 @@ async def test_malformed_records_are_logged_and_treated_as_absent_or_released(
     store = corruptible.store
     assert corruptible.corrupt is not None
     caplog.set_level(logging.WARNING, logger="rxhubs.stores")
-    for kind in ("ownership-without-owner", "checkpoint-bad-sequence", "checkpoint-bad-offset", "foreign"):
+    for kind in CORRUPTIONS:
         await corruptible.corrupt(kind)
     await store.update_checkpoint(cp("3", 30))
     await store.claim_ownership([own("3", "a")])
