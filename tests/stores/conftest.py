@@ -49,6 +49,11 @@ class Harness:
 
 
 ALL_STORES = ["memory", "sqlite", "blob", "sdk-official-aio", "sdk-dict-sync"]
+NEEDS_AZURITE = {"blob", "sdk-official-aio"}
+
+
+def _params(names: list[str]) -> list[Any]:
+    return [pytest.param(n, id=n, marks=[pytest.mark.azurite] if n in NEEDS_AZURITE else []) for n in names]
 
 
 async def _memory(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
@@ -189,7 +194,7 @@ _FACTORIES = {
 }
 
 
-@pytest.fixture(params=ALL_STORES)
+@pytest.fixture(params=_params(ALL_STORES))
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """Each store of the contract suite in turn."""
     h = await _FACTORIES[request.param](request, tmp_path)
@@ -200,7 +205,7 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             await cleanup()
 
 
-@pytest.fixture(params=[name for name in ALL_STORES if name != "memory" and name != "sdk-official-aio"])
+@pytest.fixture(params=_params([name for name in ALL_STORES if name not in ("memory", "sdk-official-aio")]))
 async def corruptible(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """The stores that can hold malformed records written behind their back."""
     h = await _FACTORIES[request.param](request, tmp_path)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from rxhubs.bench._stores import run
 from rxhubs.testing._azurite import Azurite
+
+pytestmark = pytest.mark.azurite
 
 
 def test_the_stores_benchmark_reports_both_workloads(azurite: Azurite) -> None:  # azurite: fail early if missing

@@ -19,6 +19,8 @@ from tests.stores.conftest import CG, HUB, NS
 
 PREFIX = f"{NS}/{HUB}/{CG}/".lower()
 
+pytestmark = pytest.mark.azurite
+
 
 @pytest.fixture
 async def raw(azurite: Azurite, blob_container: str) -> AsyncIterator[ContainerClient]:

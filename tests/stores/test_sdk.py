@@ -127,6 +127,7 @@ async def test_rxhubs_stores_are_taken_as_they_are(tmp_path: Any) -> None:
     await sqlite.close()
 
 
+@pytest.mark.azurite
 async def test_the_official_blob_stores_are_wrapped_and_work(azurite: Azurite, blob_container: str) -> None:
     async with ContainerClient.from_connection_string(azurite.connection_string, blob_container) as raw:
         await raw.create_container()
