@@ -22,6 +22,7 @@ from reactivex import operators as ops
 import rxhubs
 import rxhubs.spark
 from rxhubs import EventBatch, Position
+from rxhubs import operators as hops
 from rxhubs._shutdown import Shutdown
 from rxhubs.errors import SinkError
 from rxhubs.testing import InMemoryEventHub
@@ -208,3 +209,55 @@ async def test_a_restart_after_a_crash_redelivers_only_what_was_not_checkpointed
     assert 0 < len(duplicates) <= 20 + 10
     assert set(duplicates) <= set(committed_first)
     assert checkpoints == {"0": 59, "1": 59}
+
+
+async def test_with_the_checkpoint_operator_a_restart_resumes_after_what_spark_committed(
+    spark: Any, tmp_path: Path
+) -> None:
+    hub = fill(partitions=2, per_partition=60)
+    store = rxhubs.stores.SqliteCheckpointStore(str(tmp_path / "checkpoints.sqlite"))
+    out = tmp_path / "events"
+    writes = 0
+
+    def crashing_writer(df: Any) -> None:
+        nonlocal writes
+        writes += 1
+        df.write.mode("append").parquet(str(out))
+        if writes == 3:
+            raise RuntimeError("killed after Spark committed, before the sink returned")
+
+    options: dict[str, Any] = {"owner_id": "spark-consumer", "max_batch_size": 10, "max_inflight": 2}
+    first_run = rxhubs.consume(hub, "$Default", store, **options).pipe(
+        rxhubs.spark.write(crashing_writer, spark=spark, max_events=20, retries=0),
+        hops.checkpoint(store, max_interval=0.05),
+    )
+    with pytest.raises(SinkError):
+        await run_until(first_run, 120)
+    stored = await stored_checkpoints(store, hub)
+    committed_first = Counter(read_keys(spark, out))
+    assert writes == 3 and stored and len(committed_first) > sum(s + 1 for s in stored.values())
+
+    redelivered: list[tuple[str, int]] = []
+    second_run = rxhubs.consume(hub, "$Default", store, **options).pipe(
+        ops.do_action(lambda b: redelivered.extend((b.partition_id, e.sequence_number) for e in b)),
+        rxhubs.spark.write(parquet(out), spark=spark, max_events=20),
+        hops.checkpoint(store, max_interval=0.05),
+    )
+    remaining = sum(60 - stored.get(p, -1) - 1 for p in hub.partition_ids)
+    await run_until(second_run, remaining)
+
+    expected_again = [(p, s) for p in hub.partition_ids for s in range(stored.get(p, -1) + 1, 60)]
+    assert sorted(redelivered) == expected_again  # only what was not checkpointed came again
+    final = Counter(read_keys(spark, out))
+    assert set(final) == {(p, s) for p in hub.partition_ids for s in range(60)}  # nothing lost
+    duplicates = {k for k, n in final.items() if n > 1}
+    assert max(final.values()) == 2 and duplicates == set(committed_first) - {
+        (p, s) for p in stored for s in range(stored[p] + 1)
+    }  # the duplicates: what Spark committed after the last checkpoint (the crashed micro-batch)
+    assert len(duplicates) <= 20 + 10  # bounded by one micro-batch (max_events + one batch)
+    assert await stored_checkpoints(store, hub) == {"0": 59, "1": 59}
+
+
+async def stored_checkpoints(store: Any, hub: InMemoryEventHub) -> dict[str, int]:
+    found = await store.list_checkpoints(hub.fully_qualified_namespace, hub.eventhub_name, "$Default")
+    return {c.partition_id: c.sequence_number for c in found}
