@@ -22,7 +22,6 @@ from rxhubs.stores import (
 )
 from rxhubs.testing._azurite import Azurite
 from tests.stores.sdk_fake import DictBacking, DictSdkStore
-from tests.support.azurite import azurite, blob_container  # noqa: F401 - fixtures, until the root conftest has them
 
 NS = "Test-NS.servicebus.windows.net"
 HUB = "Telemetry"
