@@ -145,7 +145,7 @@ class _Checkpointer:
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
 
-    def _maybe_write(self, state: _Partition) -> None:
+    def _maybe_write(self, state: _Partition, *, timer_fired: bool = False) -> None:
         if state.in_flight is not None or (self.failed and not state.waiters):
             return
         if state.pending is not None and not is_owned(state.session):
@@ -154,9 +154,9 @@ class _Checkpointer:
             self._settle(state)
             return
         now = self._now()
-        due = state.flushing or (self.every is not None and state.batches >= self.every)
+        due = timer_fired or state.flushing or (self.every is not None and state.batches >= self.every)
         if not due and self.max_interval is not None:
-            due = state.last_write_at is None or now - state.last_write_at >= self.max_interval
+            due = state.last_write_at is None or now >= state.last_write_at + self.max_interval
         if due:
             self._write(state, now)
         elif self.max_interval is not None and state.timer is None and not self.disposed:
@@ -165,7 +165,7 @@ class _Checkpointer:
 
             def fire(*_: Any) -> None:
                 state.timer = None
-                self._maybe_write(state)
+                self._maybe_write(state, timer_fired=True)
 
             state.timer = self.scheduler.schedule_relative(delay, fire)
 
