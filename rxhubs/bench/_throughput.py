@@ -1,0 +1,77 @@
+"""Scenario ``throughput``: events/s of ``consume`` + ``checkpoint`` against the raw azure-eventhub consumer.
+
+Same emulator (its own process), same Azurite, same pre-filled partitions (1 KB events), fresh processes
+and a fresh checkpoint container per trial, alternating implementations. The SDK side is
+``EventHubConsumerClient.receive_batch`` with the official aio blob checkpoint store:
+
+* ``tuned``: both with batch 1000 and prefetch 2000, both checkpointing each partition once per 5 s: the
+  ratio shows rxhubs' own overhead (target >= 0.95x).
+* ``defaults``: both out of the box; the SDK checkpointing every batch as its samples do, rxhubs with
+  ``hops.checkpoint(store)``'s defaults (target >= 2x: what users feel).
+"""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from typing import Any
+
+from rxhubs.bench._procs import emulator_process, run_worker
+from rxhubs.bench._report import figure
+
+PARTITIONS = 4
+HUB = "bench"
+
+
+def _prefill(connection_string: str, events: int) -> None:
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    body = b"x" * 1024
+    per_partition = events // PARTITIONS
+    with EventHubProducerClient.from_connection_string(connection_string) as producer:
+        for p in range(PARTITIONS):
+            left = per_partition
+            while left:
+                batch = producer.create_batch(partition_id=str(p))
+                n = 0
+                while n < left:
+                    try:
+                        batch.add(EventData(body))
+                    except ValueError:
+                        break
+                    n += 1
+                producer.send_batch(batch)
+                left -= n
+
+
+def run(args: Any = None) -> list[dict[str, Any]]:
+    """Alternate SDK and rxhubs trials per profile; report medians."""
+    from rxhubs.testing._azurite import Azurite
+
+    quick = bool(getattr(args, "quick", False))
+    events = 40_000 if quick else 100_000
+    repeat = 1 if quick else 3
+    figures = []
+    with emulator_process({HUB: PARTITIONS}) as conns, Azurite() as azurite:
+        _prefill(conns[HUB], events)
+        env = {"RXHUBS_BENCH_EVENTHUB": conns[HUB], "RXHUBS_BENCH_STORAGE": azurite.connection_string}
+        for profile, target in (("tuned", ">= 0.95x"), ("defaults", ">= 2x")):
+            rates: dict[str, list[float]] = {"sdk": [], "rxhubs": []}
+            for _ in range(repeat):
+                for impl in ("sdk", "rxhubs"):
+                    result = run_worker(
+                        "rxhubs.bench._throughput_worker",
+                        ["--impl", impl, "--profile", profile, "--events", str(events),
+                         "--container", f"bench-{uuid.uuid4().hex[:12]}"],
+                        env,
+                    )
+                    rates[impl].append(result["events_per_s"])
+            figures.append(
+                figure(
+                    "throughput", f"events_per_s_{profile}", "events/s",
+                    round(statistics.median(rates["rxhubs"])), round(statistics.median(rates["sdk"])),
+                    "azure-eventhub EventHubConsumerClient + official blob checkpoint store", target,
+                    partitions=PARTITIONS, events=events, event_bytes=1024,
+                )
+            )
+    return figures
