@@ -45,7 +45,6 @@ class Clock:
 async def sdk(args: argparse.Namespace, clock: Clock) -> None:
     from azure.eventhub.aio import EventHubConsumerClient
     from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore
-
     from azure.storage.blob.aio import ContainerClient
 
     async with ContainerClient.from_connection_string(os.environ["RXHUBS_BENCH_STORAGE"], args.container) as c:
