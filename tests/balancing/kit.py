@@ -35,6 +35,7 @@ class ProxyStore:
         self.latency = latency
         self.silent = False
         self.calls: list[tuple[float, str]] = []
+        self.writes: list[tuple[float, str, int]] = []
         self.in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
 
@@ -72,6 +73,7 @@ class ProxyStore:
         return self._wrap("list_checkpoints", lambda: self.inner.observe_list_checkpoints(*args))
 
     def observe_update_checkpoint(self, checkpoint: Any) -> Observable[Any]:
+        self.writes.append((self.scheduler.clock, checkpoint.partition_id, checkpoint.sequence_number))
         return self._wrap(
             "update_checkpoint", lambda: self.inner.observe_update_checkpoint(checkpoint), checkpoint.partition_id
         )
