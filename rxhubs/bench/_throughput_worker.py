@@ -16,6 +16,11 @@ TUNED: dict[str, Any] = {"max_batch_size": 1000, "prefetch": 2000}
 CHECKPOINT_INTERVAL = 5.0
 
 
+def touch(events: list[tuple[bytes, int]]) -> int:
+    """The least a real consumer does with each event: read its body and sequence number (both sides alike)."""
+    return len(events)
+
+
 class Clock:
     """First and last event times of a trial."""
 
@@ -58,7 +63,7 @@ async def sdk(args: argparse.Namespace, clock: Clock) -> None:
     async def on_batch(context: Any, events: list[Any]) -> None:
         if not events:
             return
-        clock.saw(len(events))
+        clock.saw(touch([(b"".join(e.body), e.sequence_number) for e in events]))
         if args.profile == "defaults":
             await context.update_checkpoint()  # the SDK samples' habit: one write per batch
         else:
@@ -88,7 +93,7 @@ async def rxhubs_trial(args: argparse.Namespace, clock: Clock) -> None:
     options = TUNED if args.profile == "tuned" else {}
     stop = Shutdown()
     pipeline: Any = rxhubs.consume(hub, "$Default", store, **options).pipe(
-        ops.do_action(lambda batch: clock.saw(len(batch.events))),
+        ops.do_action(lambda batch: clock.saw(touch([(e.body, e.sequence_number) for e in batch.events]))),
         hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL),
     )
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
