@@ -92,8 +92,11 @@ async def rxhubs_trial(args: argparse.Namespace, clock: Clock) -> None:
     hub = rxhubs.EventHub.from_connection_string(os.environ["RXHUBS_BENCH_EVENTHUB"])
     options = TUNED if args.profile == "tuned" else {}
     stop = Shutdown()
+    def handle(batch: rxhubs.EventBatch) -> None:
+        clock.saw(touch([(e.body, e.sequence_number) for e in batch.events]))
+
     pipeline: Any = rxhubs.consume(hub, "$Default", store, **options).pipe(
-        ops.do_action(lambda batch: clock.saw(touch([(e.body, e.sequence_number) for e in batch.events]))),
+        ops.do_action(handle),
         hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL),
     )
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
