@@ -70,7 +70,7 @@ class Connection:
         self.partial_bytes = 0
         self.opened = False
         self.closing = False
-        self._close_received = asyncio.Event()
+        self._finished = asyncio.Event()
 
     # ------------------------------------------------------------------ output
     def write(self, data: bytes) -> None:
@@ -115,6 +115,7 @@ class Connection:
             if ticker is not None:
                 ticker.cancel()
             self._teardown()
+            self._finished.set()
             with contextlib.suppress(Exception):
                 self.writer.close()
 
@@ -136,7 +137,7 @@ class Connection:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.writer.drain(), 1.0)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._close_received.wait(), 1.0)
+                await asyncio.wait_for(self._finished.wait(), 1.0)
         self.writer.close()
 
     async def _tick(self) -> None:
@@ -145,7 +146,7 @@ class Connection:
         while True:
             peer = self.peer_idle_timeout
             periods = [t for t in ((peer / 2) if peer else None, (ours / 4) if ours else None) if t]
-            await asyncio.sleep(min(periods) if periods else 1.0)
+            await asyncio.sleep(min([*periods, 1.0]))
             now = time.monotonic()
             if peer and now - self.last_sent >= peer / 2:
                 self.write(fr.EMPTY_FRAME)
@@ -179,7 +180,6 @@ class Connection:
                 self._on_open(perf)
                 continue
             if perf.code == fr.CLOSE:
-                self._close_received.set()
                 if not self.closing:
                     self.closing = True
                     self._teardown()
