@@ -120,7 +120,7 @@ def property_to_str(value: Any) -> str | None:
     anything else -> ``str(value)``.
 
     Example:
-        >>> [property_to_str(v) for v in ("a", 1, 2.5, True, None, b"\\x00\\xff", {"k": [1, "x"]})]
+        >>> [property_to_str(v) for v in ("a", 1, 2.5, True, None, b"\x00\xff", {"k": [1, "x"]})]
         ['a', '1', '2.5', 'true', None, 'AP8=', '{"k":[1,"x"]}']
     """
     if isinstance(value, str):

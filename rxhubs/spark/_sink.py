@@ -71,14 +71,14 @@ def write(
     emitted, in order per partition, and acknowledged. Place :func:`rxhubs.operators.checkpoint` after this
     operator for at-least-once delivery: it only ever sees what the writer committed.
 
-    Marble diagram (``max_events=4``, ``max_interval=3``; each letter a batch of 2 events; ``W`` marks a write)::
+    Marble diagram (``max_events=4``, ``max_interval=3``; each letter a batch of 2 events; writes take no
+    time here; ``X``, ``Y``, ``Z`` stand for several batches emitted at one instant)::
 
         source:  -a-b----c---d-e-f-|
-                    W        W     W
-        result:  ---(ab)-----c-(de)-(f|)
-
-    ``a`` and ``b`` reach 4 events: written and emitted at once. ``c`` waits ``max_interval`` alone.
-    ``d`` and ``e`` reach the count; ``f`` is flushed when the source completes.
+        writes:  ---W-------W--W---W
+        result:  ---X-------c--Y---Z
+                 X = a, b (4 events: sealed by count)   c (alone: sealed 3 s after it arrived)
+                 Y = d, e (count)                       Z = f, then completion (the source completed)
 
     The source's backpressure bounds what the sink can gather: at most partitions x ``max_inflight`` x
     ``max_batch_size`` events are held at once (16 x 300 per partition by default). Keep ``max_events``

@@ -378,3 +378,20 @@ def test_items_that_are_not_batches_end_the_stream_with_configuration_error() ->
         results = t.start(t.cold("-x").pipe(rxhubs.spark.write(print, convert=names)))
         assert timeline(results) == [(1, "#")]
         assert isinstance(results[0].value.exception, ConfigurationError)
+
+
+def test_the_marble_diagram_of_the_docstring() -> None:
+    with marble_test() as t:
+        lookup = {k: make_batch("0", 2 * i, 2 * i + 1, body=k) for i, k in enumerate("abcdef")}
+        writer = Recorder(t)
+        results = t.start(t.cold("-a-b----c---d-e-f-|", lookup).pipe(sink(writer, max_events=4, max_interval=3)))
+        assert [time for time, _ in writer.calls] == [3, 11, 14, 18]
+        assert [(time, v if v == "|" else v.events[0].body.decode()) for time, v in timeline(results)] == [
+            (3, "a"),
+            (3, "b"),
+            (11, "c"),
+            (14, "d"),
+            (14, "e"),
+            (18, "f"),
+            (18, "|"),
+        ]
