@@ -190,3 +190,19 @@ def test_to_dataframe_of_nothing_is_empty_with_the_schema(spark: Any) -> None:
 def test_get_or_create_session_returns_the_given_or_the_running_session(spark: Any) -> None:
     assert rxhubs.spark.get_or_create_session(spark) is spark
     assert rxhubs.spark.get_or_create_session() is spark
+
+
+@pytest.mark.spark
+def test_the_local_session_binds_loopback_and_its_python_workers_run_this_interpreter(spark: Any) -> None:
+    import sys
+
+    assert spark.conf.get("spark.driver.host") == "127.0.0.1"
+    assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+
+    def worker_python(_: Any) -> tuple[str, bool]:
+        import importlib.util
+        import sys
+
+        return sys.executable, importlib.util.find_spec("pyarrow") is not None
+
+    assert spark.sparkContext.parallelize([0], 1).map(worker_python).collect() == [(sys.executable, True)]
