@@ -1,0 +1,473 @@
+"""Scenario ``rebalance``: how many load-balancing intervals a consumer group takes to settle after a change.
+
+Everything runs in virtual time (``TestScheduler``) over one :class:`~rxhubs.testing.InMemoryEventHub` and
+one :class:`~rxhubs.stores.InMemoryCheckpointStore`, so the figures count intervals, not seconds, and do not
+depend on the machine.
+
+* **rxhubs**: the real thing: each consumer is a :func:`rxhubs.partitions` subscription whose partition
+  streams are read, so a handover really finishes its batches, flushes and releases.
+* **official rules**: the Azure SDK's processors, simulated side by side on the same store: every interval
+  (plus the SDK's 0-20 % jitter) each lists the ownership records, runs ``_balance_ownership`` ported
+  line for line from ``azure/eventhub/_eventprocessor/ownership_manager.py`` (azure-eventhub 5.x,
+  ``OwnershipManager._balance_ownership``, greedy strategy) and claims the result; on a graceful stop it
+  releases its partitions (``release_ownership``), on a crash it just stops.
+
+Both sides use the same interval (10 s) and expiration (30 s). A group has *converged* when every partition
+is owned by a live consumer, shares differ by at most one, and every consumer reads exactly what the store
+says it owns (no handover under way). Convergence after a crash is counted from the moment the crashed
+consumers' records expired (before that nobody may take them over).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+from reactivex.testing import TestScheduler
+
+from rxhubs._models import Ownership
+from rxhubs.bench._report import figure
+from rxhubs.sources import partitions
+from rxhubs.stores import InMemoryCheckpointStore
+from rxhubs.testing import InMemoryEventHub
+
+GROUP = "$Default"
+INTERVAL = 10.0
+EXPIRY = 30.0
+SAMPLE = 0.5
+OFFICIAL = "azure-eventhub EventProcessor rules (_balance_ownership, greedy)"
+
+
+class _Store:
+    """One consumer's view of the shared store: counts its calls, and goes silent when the consumer crashes."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+        self.silent = False
+        self.calls = 0
+
+    def _wrap(self, make: Callable[[], Observable[Any]]) -> Observable[Any]:
+        def subscribe(
+            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            if self.silent:
+                return Disposable()
+            self.calls += 1
+            return make().subscribe(observer, scheduler=scheduler)
+
+        return reactivex.create(subscribe)
+
+    def observe_list_ownership(self, *args: Any) -> Observable[Any]:
+        return self._wrap(lambda: self.inner.observe_list_ownership(*args))
+
+    def observe_claim_ownership(self, claims: Iterable[Ownership]) -> Observable[Any]:
+        claims = list(claims)
+        return self._wrap(lambda: self.inner.observe_claim_ownership(claims))
+
+    def observe_list_checkpoints(self, *args: Any) -> Observable[Any]:
+        return self._wrap(lambda: self.inner.observe_list_checkpoints(*args))
+
+    def observe_update_checkpoint(self, checkpoint: Any) -> Observable[Any]:
+        return self._wrap(lambda: self.inner.observe_update_checkpoint(checkpoint))
+
+
+class _World:
+    """A hub, a store and a virtual clock shared by the consumers of one run."""
+
+    def __init__(self, partition_count: int) -> None:
+        self.scheduler = TestScheduler()
+        self.hub = InMemoryEventHub(partition_count, clock=lambda: self.scheduler.now)
+        self.store = InMemoryCheckpointStore()
+        self.ids = self.hub.partition_ids
+
+    def records(self) -> list[Ownership]:
+        hub = self.hub
+        out: list[Ownership] = []
+        self.store.observe_list_ownership(hub.fully_qualified_namespace, hub.eventhub_name, GROUP).subscribe(
+            out.extend, scheduler=self.scheduler
+        )
+        return out
+
+    def live_owners(self) -> dict[str, str]:
+        now = self.scheduler.clock
+        return {
+            r.partition_id: r.owner_id
+            for r in self.records()
+            if r.owner_id and r.last_modified_time is not None and r.last_modified_time + EXPIRY >= now
+        }
+
+
+class _Group:
+    """The consumers of one side (rxhubs or the official rules) and the convergence test."""
+
+    def __init__(self, world: _World) -> None:
+        self.world = world
+        self.alive: set[str] = set()
+        self.moved = 0
+
+    def reading(self, name: str) -> set[str]:
+        raise NotImplementedError
+
+    def calls(self) -> int:
+        raise NotImplementedError
+
+    def converged(self) -> bool:
+        if not self.alive:
+            return False
+        owners = self.world.live_owners()
+        if len(owners) != len(self.world.ids) or any(o not in self.alive for o in owners.values()):
+            return False
+        counts = Counter(owners.values())
+        shares = [counts.get(name, 0) for name in self.alive]
+        if max(shares) - min(shares) > 1:
+            return False
+        return all(self.reading(name) == {p for p, o in owners.items() if o == name} for name in self.alive)
+
+    def settle(self, since: float, limit_intervals: float) -> float | None:
+        """Intervals from ``since`` until converged (sampled every 0.5 s), None if not within the limit."""
+        scheduler = self.world.scheduler
+        steps = int(limit_intervals * INTERVAL / SAMPLE)
+        for k in range(steps + 1):
+            scheduler.advance_to(since + k * SAMPLE)
+            if self.converged():
+                return k * SAMPLE / INTERVAL
+        return None
+
+
+class _Rx(_Group):
+    def __init__(self, world: _World) -> None:
+        super().__init__(world)
+        self.stores: dict[str, _Store] = {}
+        self.subscriptions: dict[str, abc.DisposableBase] = {}
+        self.streams: dict[str, set[str]] = {}
+
+    def join(self, name: str) -> None:
+        store = self.stores[name] = _Store(self.world.store)
+        self.streams[name] = set()
+        self.alive.add(name)
+
+        def on_stream(stream: Any) -> None:
+            self.moved += 1
+            self.streams[name].add(stream.partition_id)
+            stream.subscribe(
+                on_completed=lambda: self.streams[name].discard(stream.partition_id), scheduler=self.world.scheduler
+            )
+
+        source = partitions(
+            self.world.hub,
+            GROUP,
+            store,
+            owner_id=name,
+            load_balancing_interval=INTERVAL,
+            ownership_expiration=EXPIRY,
+            max_wait=INTERVAL,
+        )
+        self.subscriptions[name] = source.subscribe(on_stream, scheduler=self.world.scheduler)
+
+    def leave(self, name: str) -> None:
+        self.alive.discard(name)
+        self.subscriptions[name].dispose()
+        self.streams[name].clear()
+
+    def crash(self, name: str) -> None:
+        self.alive.discard(name)
+        self.stores[name].silent = True
+        self.subscriptions[name].dispose()
+        self.streams[name].clear()
+
+    def reading(self, name: str) -> set[str]:
+        return self.streams[name]
+
+    def calls(self) -> int:
+        return sum(s.calls for s in self.stores.values())
+
+
+# -- the official processor's rules, ported ---------------------------------------------------------------
+
+
+def _to_dict(o: Ownership) -> dict[str, Any]:
+    return {
+        "fully_qualified_namespace": o.fully_qualified_namespace,
+        "eventhub_name": o.eventhub_name,
+        "consumer_group": o.consumer_group,
+        "partition_id": o.partition_id,
+        "owner_id": o.owner_id,
+        "last_modified_time": o.last_modified_time,
+        "etag": o.etag,
+    }
+
+
+def _to_ownership(d: dict[str, Any]) -> Ownership:
+    return Ownership(
+        d["fully_qualified_namespace"],
+        d["eventhub_name"],
+        d["consumer_group"],
+        d["partition_id"],
+        d["owner_id"],
+        d.get("last_modified_time"),
+        d.get("etag"),
+    )
+
+
+def balance_ownership_official(
+    ownership_list: list[dict[str, Any]],
+    all_partition_ids: list[str],
+    *,
+    owner_id: str,
+    now: float,
+    ownership_timeout: float,
+    namespace: str,
+    eventhub_name: str,
+    consumer_group: str,
+    rng: random.Random,
+) -> list[dict[str, Any]]:
+    """``OwnershipManager._balance_ownership`` (greedy) of azure-eventhub 5.x, with ``random`` injected."""
+    ownership_dict = {x["partition_id"]: x for x in ownership_list}
+    unclaimed_partition_ids = [pid for pid in all_partition_ids if pid not in ownership_dict]
+    released_partitions = [
+        x for x in ownership_list if x["last_modified_time"] + ownership_timeout < now or not x["owner_id"]
+    ]
+    released_partition_ids = [ownership["partition_id"] for ownership in released_partitions]
+    claimable_partition_ids = unclaimed_partition_ids + released_partition_ids
+
+    active_ownership = [o for o in ownership_list if o not in released_partitions]
+    active_ownership_by_owner: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ownership in active_ownership:
+        active_ownership_by_owner[ownership["owner_id"]].append(ownership)
+    active_ownership_self = active_ownership_by_owner[owner_id]
+
+    all_partition_count = len(all_partition_ids)
+    owners_count = len(active_ownership_by_owner) + (0 if owner_id in active_ownership_by_owner else 1)
+    expected_count_per_owner = all_partition_count // owners_count
+    max_count_per_owner = int(math.ceil(all_partition_count * 1.0 / owners_count))  # noqa: RUF046 - as in the SDK
+
+    to_claim = active_ownership_self
+    if len(active_ownership_self) < max_count_per_owner:
+        to_try_steal = True
+        to_greedy_claim_ids = rng.sample(
+            claimable_partition_ids,
+            k=min(max_count_per_owner - len(active_ownership_self), len(claimable_partition_ids)),
+        )
+        if to_greedy_claim_ids:
+            for pid in to_greedy_claim_ids:
+                random_chosen_to_claim = ownership_dict.get(
+                    pid,
+                    {
+                        "fully_qualified_namespace": namespace,
+                        "partition_id": pid,
+                        "eventhub_name": eventhub_name,
+                        "consumer_group": consumer_group,
+                    },
+                )
+                random_chosen_to_claim["owner_id"] = owner_id
+                to_claim.append(random_chosen_to_claim)
+            to_try_steal = False
+        if to_try_steal and len(active_ownership_self) < expected_count_per_owner:
+            active_ownership_count_group_by_owner = Counter({x: len(y) for x, y in active_ownership_by_owner.items()})
+            most_frequent_owner_id = active_ownership_count_group_by_owner.most_common(1)[0][0]
+            to_steal_partition = rng.choice(active_ownership_by_owner[most_frequent_owner_id])
+            to_steal_partition["owner_id"] = owner_id
+            to_claim.append(to_steal_partition)
+    return to_claim
+
+
+class _Official(_Group):
+    """Processors following the SDK's rules: cycle = list, balance, claim; release on stop."""
+
+    def __init__(self, world: _World, seed: int = 7) -> None:
+        super().__init__(world)
+        self.rng = random.Random(seed)
+        self.owned: dict[str, list[dict[str, Any]]] = {}
+        self.timers: dict[str, abc.DisposableBase] = {}
+        self.call_count = 0
+
+    def _claim(self, claims: list[Ownership]) -> list[Ownership]:
+        self.call_count += 1
+        won: list[Ownership] = []
+        self.world.store.observe_claim_ownership(claims).subscribe(won.extend, scheduler=self.world.scheduler)
+        return won
+
+    def _cycle(self, name: str) -> None:
+        if name not in self.alive:
+            return
+        world = self.world
+        self.call_count += 1
+        ownership_list = [_to_dict(o) for o in world.records()]
+        to_claim = balance_ownership_official(
+            ownership_list,
+            list(world.ids),
+            owner_id=name,
+            now=world.scheduler.clock,
+            ownership_timeout=EXPIRY,
+            namespace=world.hub.fully_qualified_namespace,
+            eventhub_name=world.hub.eventhub_name,
+            consumer_group=GROUP,
+            rng=self.rng,
+        )
+        before = {o["partition_id"] for o in self.owned.get(name, [])}
+        won = self._claim([_to_ownership(d) for d in to_claim]) if to_claim else []
+        self.owned[name] = [_to_dict(o) for o in won]
+        self.moved += len({o.partition_id for o in won} - before)
+        delay = INTERVAL + INTERVAL * self.rng.random() * 0.2
+        self.timers[name] = world.scheduler.schedule_relative(delay, lambda *_: self._cycle(name))
+
+    def join(self, name: str) -> None:
+        self.alive.add(name)
+        self.owned[name] = []
+        self._cycle(name)
+
+    def leave(self, name: str) -> None:
+        self.alive.discard(name)
+        self.timers[name].dispose()
+        releases = [replace(_to_ownership(o), owner_id="") for o in self.owned.pop(name, [])]
+        if releases:
+            self._claim(releases)
+
+    def crash(self, name: str) -> None:
+        self.alive.discard(name)
+        self.timers[name].dispose()
+        self.owned.pop(name, None)
+
+    def reading(self, name: str) -> set[str]:
+        return {o["partition_id"] for o in self.owned.get(name, [])}
+
+    def calls(self) -> int:
+        return self.call_count
+
+
+# -- scenarios ----------------------------------------------------------------------------------------------
+
+
+def _steps_32(side: _Group, final: int) -> list[tuple[str, float | None, int]]:
+    """1 consumer, then to 4 (or 2), then (for 4) back to 2 by graceful leave. Returns (step, intervals, moved)."""
+    scheduler = side.world.scheduler
+    out = []
+    side_join = side.join  # type: ignore[attr-defined]
+    scheduler.schedule_absolute(0.0, lambda *_: side_join("c0"))
+    side.settle(0.0, 5)
+    t = 60.0
+    scheduler.advance_to(t)
+    moved = side.moved
+    for i in range(1, final):
+        scheduler.schedule_absolute(t + 1.7 * i, lambda *_, i=i: side_join(f"c{i}"))
+    out.append((f"1 -> {final}", side.settle(t + 1.7 * (final - 1), 40), side.moved - moved))
+    if final == 4:
+        t = 600.0
+        scheduler.advance_to(t)
+        moved = side.moved
+        for name in ("c2", "c3"):
+            side.leave(name)  # type: ignore[attr-defined]
+        out.append(("4 -> 2", side.settle(t, 40), side.moved - moved))
+    return out
+
+
+def _scale(side: _Group, quick: bool) -> list[tuple[str, float | None, int, float]]:
+    """1,024 partitions: 1 consumer, 200, then 150 of them crash. Returns (step, intervals, moved, calls/interval)."""
+    world = side.world
+    scheduler = world.scheduler
+    join = side.join  # type: ignore[attr-defined]
+    crash = side.crash  # type: ignore[attr-defined]
+    many, few = (60, 15) if quick else (200, 50)
+    out = []
+    scheduler.schedule_absolute(0.0, lambda *_: join("c000"))
+    side.settle(0.0, 5)
+    t = 60.0
+    scheduler.advance_to(t)
+    moved, calls = side.moved, side.calls()
+    for i in range(1, many):
+        scheduler.schedule_absolute(t + (i % 50) * 0.1, lambda *_, i=i: join(f"c{i:03}"))
+    last = t + 4.9
+    took = side.settle(last, 40)
+    span = (took or 40) * INTERVAL + (last - t)
+    out.append((f"1 -> {many}", took, side.moved - moved, (side.calls() - calls) / (span / INTERVAL) / many))
+    t = scheduler.clock + 60.0
+    scheduler.advance_to(t)
+    moved, calls = side.moved, side.calls()
+    for i in range(few, many):
+        crash(f"c{i:03}")
+    expired = t + EXPIRY  # the crashed consumers renewed within the interval before t: expired by t + 30 s
+    scheduler.advance_to(expired)
+    took = side.settle(expired, 40)
+    span = (took or 40) * INTERVAL + EXPIRY
+    out.append((f"{many} -> {few} (crash)", took, side.moved - moved, (side.calls() - calls) / (span / INTERVAL) / few))
+    return out
+
+
+def run(args: Any) -> list[dict[str, Any]]:
+    """Run the scenario; ``args.quick`` shrinks the 1,024-partition run to 60 -> 15 consumers."""
+    quick = bool(getattr(args, "quick", False))
+    quiet = logging.getLogger("rxhubs")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # crashed consumers' failed releases are expected here
+    try:
+        return _run(quick)
+    finally:
+        quiet.setLevel(level)
+
+
+def _run(quick: bool) -> list[dict[str, Any]]:
+    figures: list[dict[str, Any]] = []
+    for final in (2, 4):
+        ours = _steps_32(_Rx(_World(32)), final)
+        theirs = _steps_32(_Official(_World(32)), final)
+        for (step, mine, moved), (_, base, base_moved) in zip(ours, theirs, strict=True):
+            scenario = f"rebalance 32 partitions {step}"
+            figures.append(_intervals(scenario, mine, base))
+            figures.append(
+                figure(
+                    scenario,
+                    "partitions_moved",
+                    "partitions",
+                    moved,
+                    base_moved,
+                    OFFICIAL,
+                    None,
+                    higher_is_better=False,
+                )
+            )
+    ours_scale = _scale(_Rx(_World(1024)), quick)
+    theirs_scale = _scale(_Official(_World(1024)), quick)
+    for (step, mine, moved, calls), (_, base, base_moved, base_calls) in zip(ours_scale, theirs_scale, strict=True):
+        scenario = f"rebalance 1024 partitions {step}"
+        figures.append(_intervals(scenario, mine, base))
+        figures.append(
+            figure(
+                scenario, "partitions_moved", "partitions", moved, base_moved, OFFICIAL, None, higher_is_better=False
+            )
+        )
+        figures.append(
+            figure(
+                scenario,
+                "store_calls_per_consumer_per_interval",
+                "calls",
+                round(calls, 2),
+                round(base_calls, 2),
+                OFFICIAL,
+                None,
+                higher_is_better=False,
+            )
+        )
+    return figures
+
+
+def _intervals(scenario: str, mine: float | None, base: float | None) -> dict[str, Any]:
+    value = mine if mine is not None else float("inf")
+    return figure(
+        scenario,
+        "intervals_to_converge",
+        "intervals",
+        value,
+        base if base is not None else None,
+        OFFICIAL if base is not None else f"{OFFICIAL} (did not converge within 40 intervals)",
+        "<= 2 intervals",
+        higher_is_better=False,
+        met=mine is not None and mine <= 2.0,
+    )
