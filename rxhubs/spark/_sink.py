@@ -439,7 +439,7 @@ class _Sink:
                 self.retries + 1,
                 seconds,
                 type(error).__name__,
-                error,
+                _first_line(error),
             )
             self.retry_timer = self.scheduler.schedule_relative(seconds, self.retry)
             return
