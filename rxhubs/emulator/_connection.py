@@ -403,9 +403,9 @@ class Session:
                   perf: fr.Performative, source: Any) -> Link:
         node = _node(segments)
         if node is not None:
-            link = ReplyLink(self, name, handle, ours, address, node)
-            self.replies[node] = link
-            return link
+            reply = ReplyLink(self, name, handle, ours, address, node)
+            self.replies[node] = reply
+            return reply
         if len(segments) != 5 or segments[1].lower() != "consumergroups" or segments[3].lower() != "partitions":
             raise _LinkError(fr.NOT_FOUND, f"The messaging entity '{address}' could not be found.")
         hub = self.connection.server.hubs.get(segments[0])

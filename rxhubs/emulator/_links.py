@@ -151,13 +151,13 @@ class IncomingLink(Link):
     def _append(self, payload: bytes, batch: bool) -> None:
         assert self.hub is not None
         outer = msg.sections(payload)
-        outer_ann = msg.annotations(payload, outer)
+        outer_ann = msg.message_annotations(payload, outer)
         key = msg.partition_key_of(outer_ann)
         items: list[tuple[bytes, list[msg.Section], dict[Any, Any]]] = []
         if batch:
             for inner in msg.batch_messages(payload):
                 secs = msg.sections(inner)
-                items.append((inner, secs, msg.annotations(inner, secs)))
+                items.append((inner, secs, msg.message_annotations(inner, secs)))
         else:
             items.append((payload, outer, outer_ann))
         if not items:

@@ -98,7 +98,7 @@ def batch_messages(payload: bytes) -> list[bytes]:
     return inner
 
 
-def annotations(buf: bytes, secs: list[Section]) -> dict[Any, Any]:
+def message_annotations(buf: bytes, secs: list[Section]) -> dict[Any, Any]:
     """The message annotations map (empty when the message has none)."""
     for sec in secs:
         if sec.code == SEC_MESSAGE_ANNOTATIONS:
@@ -190,9 +190,7 @@ def parse_request(buf: bytes) -> Request:
                     stop = skip_value(buf, pos, sec.stop)
                     if buf[pos] != 0x40:
                         message_id = Raw(buf[pos:stop])
-        elif sec.code == SEC_VALUE:
-            body, _ = decode_value(buf, sec.value_start, sec.stop, 1)
-        elif sec.code == SEC_DATA and body is None:
+        elif sec.code == SEC_VALUE or (sec.code == SEC_DATA and body is None):
             body, _ = decode_value(buf, sec.value_start, sec.stop, 1)
     return Request(props, message_id, body)
 

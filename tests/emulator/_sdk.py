@@ -33,7 +33,8 @@ class SyncReceiver:
     """Runs ``EventHubConsumerClient.receive_batch`` for one partition in a thread, collecting events/errors."""
 
     def __init__(self, conn_str: str, partition_id: str, consumer_group: str = "$Default", **options: Any) -> None:
-        self.client = EventHubConsumerClient.from_connection_string(conn_str, consumer_group=consumer_group, retry_total=0)
+        self.client = EventHubConsumerClient.from_connection_string(
+            conn_str, consumer_group=consumer_group, retry_total=0)
         self.events: list[EventData] = []
         self.errors: list[Exception] = []
         self._changed = threading.Condition()

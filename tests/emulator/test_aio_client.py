@@ -83,7 +83,7 @@ async def test_start_positions() -> None:
             await asyncio.gather(*(r.__aexit__(None, None, None) for r in receivers))
         for (pos, inc, first), seen in zip(cases, got, strict=True):
             assert [e.sequence_number for e in seen] == list(range(first, 9)), (pos, inc)
-        assert all(e.enqueued_time.tzinfo == datetime.timezone.utc for e in events)
+        assert all(e.enqueued_time.tzinfo == datetime.UTC for e in events)
 
 
 async def test_owner_level_steals_and_refuses() -> None:

@@ -73,7 +73,7 @@ def test_stored_events_carry_event_hubs_annotations(loaded: tuple[BackgroundEmul
     assert offsets == sorted(offsets) and len(set(offsets)) == 10
     times = [e.enqueued_time for e in events]
     assert times == sorted(times) and times[0] < times[4] < times[7]
-    assert all(t.tzinfo == datetime.timezone.utc for t in times)
+    assert all(t.tzinfo == datetime.UTC for t in times)
 
 
 def test_start_positions(loaded: tuple[BackgroundEmulator, list[EventData]]) -> None:
