@@ -1,0 +1,71 @@
+"""One consumer process for the integration tests: ``python -m tests.balancing.consumer_proc NAME OUT``.
+
+Reads the hub of ``RXHUBS_TEST_EVENTHUB`` with ``rxhubs.consume`` through the store of ``RXHUBS_TEST_STORE``
+(``sqlite:///path`` or ``blob://container`` with ``RXHUBS_TEST_STORAGE``), appends one line per processed
+event to OUT (``partition sequence_number owner wall_time``, flushed per batch so that a SIGKILL loses none
+of them), then checkpoints. SIGTERM stops it gracefully. It prints ``ready`` once subscribed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from reactivex import operators as ops
+
+import rxhubs
+from rxhubs import operators as hops
+
+INTERVAL = 1.0
+EXPIRY = 3.0
+CHECKPOINT_INTERVAL = 0.5
+
+
+def _store() -> Any:
+    url = os.environ["RXHUBS_TEST_STORE"]
+    if url.startswith("blob://"):
+        from rxhubs.stores import BlobCheckpointStore
+
+        return BlobCheckpointStore.from_connection_string(os.environ["RXHUBS_TEST_STORAGE"], url[len("blob://") :])
+    return rxhubs.stores.from_url(url)
+
+
+async def amain(name: str, sink: TextIO) -> None:
+    hub = rxhubs.EventHub.from_connection_string(os.environ["RXHUBS_TEST_EVENTHUB"])
+    store = _store()
+
+    def record(batch: rxhubs.EventBatch) -> None:
+        now = time.time()
+        sink.write("".join(f"{batch.partition_id} {e.sequence_number} {name} {now:.3f}\n" for e in batch))
+        sink.flush()
+
+    pipeline = rxhubs.consume(
+        hub,
+        "$Default",
+        store,
+        owner_id=name,
+        load_balancing_interval=INTERVAL,
+        ownership_expiration=EXPIRY,
+        max_wait=0.2,
+    ).pipe(ops.do_action(record), hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL))
+    print("ready", flush=True)
+    try:
+        await rxhubs.arun(pipeline, grace=10.0)
+    finally:
+        await hub.close()
+        await store.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    name, out = sys.argv[1], sys.argv[2]
+    with open(out, "a", buffering=1) as sink:
+        asyncio.run(amain(name, sink))
+
+
+if __name__ == "__main__":
+    main()

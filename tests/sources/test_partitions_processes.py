@@ -1,0 +1,156 @@
+"""Consumer processes sharing a store, reading the emulator: one is killed with SIGKILL, another joins.
+
+Afterwards every event sent was processed at least once (checked by partition and sequence number), and the
+only duplicates are events the killed consumer processed within its checkpoint window before it died: the
+graceful handovers between the survivors add none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.balancing import consumer_proc
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTITIONS = 4
+
+
+def _start(name: str, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.balancing.consumer_proc", name, str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.PIPE,
+        stderr=open(out.with_suffix(".err"), "w"),  # noqa: SIM115 - closed with the process
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready", out.with_suffix(".err").read_text()
+    return proc
+
+
+class Producer(threading.Thread):
+    """Sends small batches to every partition until stopped; counts what the service accepted."""
+
+    def __init__(self, connection_string: str) -> None:
+        super().__init__(daemon=True)
+        self.connection_string = connection_string
+        self.stop = threading.Event()
+        self.sent: dict[str, int] = defaultdict(int)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from azure.eventhub import EventData, EventHubProducerClient
+
+        try:
+            with EventHubProducerClient.from_connection_string(self.connection_string) as producer:
+                n = 0
+                while not self.stop.is_set():
+                    for pid in map(str, range(PARTITIONS)):
+                        batch = producer.create_batch(partition_id=pid)
+                        for _ in range(10):
+                            batch.add(EventData(f"{pid}-{n}"))
+                            n += 1
+                        producer.send_batch(batch)
+                        self.sent[pid] += 10
+                    time.sleep(0.05)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def _read(outs: list[Path]) -> list[tuple[str, int, str, float]]:
+    rows = []
+    for out in outs:
+        if out.exists():
+            for line in out.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 4:
+                    rows.append((parts[0], int(parts[1]), parts[2], float(parts[3])))
+    return rows
+
+
+def _scenario(tmp_path: Path, env: dict[str, str], connection_string: str) -> None:
+    outs = {name: tmp_path / f"{name}.log" for name in ("a", "b", "c")}
+    producer = Producer(connection_string)
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:
+        procs["a"] = _start("a", outs["a"], env)
+        procs["b"] = _start("b", outs["b"], env)
+        producer.start()
+        time.sleep(4.0)
+        procs["a"].send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        procs["a"].wait(timeout=10)
+        time.sleep(1.0)
+        procs["c"] = _start("c", outs["c"], env)
+        time.sleep(5.0)
+        producer.stop.set()
+        producer.join(timeout=30)
+        assert producer.error is None, producer.error
+        expected = {(pid, seq) for pid, n in producer.sent.items() for seq in range(n)}
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            seen = {(pid, seq) for pid, seq, _, _ in _read(list(outs.values()))}
+            if expected <= seen:
+                break
+            time.sleep(0.5)
+        for name in ("b", "c"):
+            procs[name].send_signal(signal.SIGTERM)
+        for name in ("b", "c"):
+            assert procs[name].wait(timeout=30) == 0, outs[name].with_suffix(".err").read_text()[-3000:]
+    finally:
+        producer.stop.set()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    rows = _read(list(outs.values()))
+    seen = {(pid, seq) for pid, seq, _, _ in rows}
+    missing = sorted(expected - seen)
+    assert missing == [], f"{len(missing)} events never processed, e.g. {missing[:10]}"
+    assert {owner for _, _, owner, _ in rows} == {"a", "b", "c"}
+
+    by_event: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
+    for pid, seq, owner, at in rows:
+        by_event[(pid, seq)].append((owner, at))
+    window = consumer_proc.CHECKPOINT_INTERVAL + 1.5  # the last checkpoint a had written, plus write latency
+    duplicates = {k: v for k, v in by_event.items() if len(v) > 1}
+    for key, runs in duplicates.items():
+        owners = [owner for owner, _ in runs]
+        assert "a" in owners and len(owners) == 2, (key, runs)  # only the killed consumer's work is redone
+        (a_time,) = [at for owner, at in runs if owner == "a"]
+        assert killed_at - a_time <= window, (key, runs, killed_at)
+
+
+@pytest.mark.slow
+def test_sqlite_processes_kill_and_join_every_event_processed(tmp_path: Path, emulator_factory: Any) -> None:
+    emulator = emulator_factory(hubs={"procs": PARTITIONS})
+    connection_string = emulator.connection_string("procs")
+    env = {"RXHUBS_TEST_EVENTHUB": connection_string, "RXHUBS_TEST_STORE": f"sqlite:///{tmp_path / 'cp.sqlite'}"}
+    _scenario(tmp_path, env, connection_string)
+
+
+@pytest.mark.slow
+@pytest.mark.azurite
+def test_blob_processes_kill_and_join_every_event_processed(
+    tmp_path: Path, emulator_factory: Any, azurite: Any, blob_container: str
+) -> None:
+    emulator = emulator_factory(hubs={"procs": PARTITIONS})
+    connection_string = emulator.connection_string("procs")
+    env = {
+        "RXHUBS_TEST_EVENTHUB": connection_string,
+        "RXHUBS_TEST_STORE": f"blob://{blob_container}",
+        "RXHUBS_TEST_STORAGE": azurite.connection_string,
+    }
+    _scenario(tmp_path, env, connection_string)
