@@ -297,11 +297,11 @@ def checkpoint(
     :class:`~rxhubs.errors.StoreError` naming the partition and sequence number, and the store keeps the
     last checkpoint written: nothing after it counts as done.
 
-    Marble diagram (``max_interval=4``; ``a``..``d`` batches, whose last events are written)::
+    Marble diagram (``max_interval=5``; ``a``..``d`` batches, whose last events are written)::
 
-        batches:     -a-b-c-----d---|
-        checkpoint:  -a-b-c-----d---|     (unchanged)
-        writes:      -a---c-----d---|     (a at once; c when 4 s passed since a; d 4 s after c)
+        batches:     -a-b-c---d----|
+        checkpoint:  -a-b-c---d----|     (unchanged)
+        writes:      -a----c----d---     (a at once; c when 5 s passed since a; d 5 s after c)
 
     Args:
         store: The checkpoint store (usually the one given to :func:`rxhubs.consume`).
