@@ -340,6 +340,10 @@ def checkpoint(
     writes = ("update_checkpoint", "observe_update_checkpoint")
     if store is None or not any(callable(getattr(store, name, None)) for name in writes):
         raise ConfigurationError(f"store must provide update_checkpoint(...), got {type(store).__name__}")
+    if not callable(getattr(store, "observe_update_checkpoint", None)):
+        from rxhubs.stores import as_checkpoint_store
+
+        store = as_checkpoint_store(store)  # a store written for the Azure SDK's interface is wrapped
     backoff = retry or Backoff()
 
     def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
