@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,8 @@ def build_pipeline(
     if spark:
         from rxhubs import spark as rx_spark
 
-        session = rx_spark.local_session(app_name=f"rxhubs-demo-{owner_id}")
         parquet = str(out / "parquet")
+        session = rx_spark.local_session(app_name=f"rxhubs-demo-{owner_id}")  # the JVM starts before any claim
         sink = rx_spark.write(
             lambda df: df.write.mode("append").parquet(parquet), spark=session, max_events=5_000, max_interval=2.0
         )
@@ -62,8 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark", action="store_true")
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--expiry", type=float, default=6.0)
+    parser.add_argument("--wait-for", type=Path, help="once ready, wait until this file exists, then consume")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.owner_id} %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)
     conn = os.environ.get("RXHUBS_CONNECTION_STRING", "")
     try:
         hub = rxhubs.EventHub.from_connection_string(conn, eventhub_name=args.hub)
@@ -72,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             hub, store, owner_id=args.owner_id, out=args.out, spark=args.spark,
             interval=args.interval, expiry=args.expiry,
         )
+        (args.out / "ready").mkdir(exist_ok=True)
+        (args.out / "ready" / args.owner_id).write_text("ready\n")  # the orchestrator waits for this
+        while args.wait_for is not None and not args.wait_for.exists():
+            time.sleep(0.1)
         rxhubs.run(pipeline, grace=60.0)
     except RxHubsError as exc:
         print(f"consumer {args.owner_id}: error: {exc}", file=sys.stderr)

@@ -102,8 +102,9 @@ def prepare_out(out: Path) -> None:
 class Consumer:
     """One consumer process."""
 
-    def __init__(self, owner_id: str, options: DemoOptions, connection_string: str) -> None:
+    def __init__(self, owner_id: str, options: DemoOptions, connection_string: str, *, late: bool = False) -> None:
         self.owner_id = owner_id
+        self.go_file = options.out / "go" / owner_id if late else None
         self.options = options
         self.connection_string = connection_string
         self.process: asyncio.subprocess.Process | None = None
@@ -118,8 +119,33 @@ class Consumer:
         ]
         if o.spark:
             args.append("--spark")
+        if self.go_file is not None:
+            args += ["--wait-for", str(self.go_file)]
         self.process = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=log, env=env)
         log.close()
+
+    def go(self) -> None:
+        """Let a late consumer, warmed up and waiting, start consuming."""
+        if self.go_file is not None:
+            self.go_file.parent.mkdir(exist_ok=True)
+            self.go_file.write_text("go\n")
+
+    @property
+    def ready(self) -> bool:
+        """True once the process built its pipeline (its Spark session is up) and is about to consume."""
+        return (self.options.out / "ready" / self.owner_id).exists()
+
+    async def wait_ready(self, timeout: float = 300.0) -> None:
+        """Wait until :attr:`ready`; raise if the process died or took too long."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if not self.running:
+                raise ConfigurationError(
+                    f"{self.owner_id} exited before it was ready; see {self.options.out / 'logs' / self.owner_id}.log"
+                )
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"{self.owner_id} was not ready after {timeout:.0f} s")
+            await asyncio.sleep(0.2)
 
     @property
     def running(self) -> bool:
@@ -216,14 +242,22 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
         store = SqliteCheckpointStore(options.out / "checkpoints.sqlite")
         partition_ids = list(await hub.get_partition_ids())
         note(f"emulator on 127.0.0.1:{emulator.port}, hub {HUB!r} with {len(partition_ids)} partitions")
-        consumers = [Consumer(f"consumer-{i + 1}", options, connection_string) for i in range(options.consumers)]
-        initial = consumers if options.consumers == 1 else consumers[:-1]
-        for c in initial:
+        n = options.consumers
+        consumers = [
+            Consumer(f"consumer-{i + 1}", options, connection_string, late=n > 1 and i == n - 1) for i in range(n)
+        ]
+        for c in consumers:  # all start now, so every JVM warms up before the timeline begins
             await c.start()
-            note(f"{c.owner_id} started (pid {c.process.pid if c.process else '?'})")
+            note(f"{c.owner_id} starting (pid {c.process.pid if c.process else '?'})"
+                 + (", held back until a third of the run" if c.go_file else ""))
+        if options.spark:
+            note("waiting for the consumers' Spark sessions")
+        await asyncio.gather(*(c.wait_ready() for c in consumers))
+        note("consumers ready")
         stop_producing = asyncio.Event()
         sent = [0]
         producer = asyncio.create_task(_produce(hub, partition_ids, options.rate, stop_producing, sent))
+        production_started = time.monotonic()
         note(f"producing {options.rate} events/s for {options.duration:.0f} s")
 
         joined = stopped = options.consumers == 1
@@ -232,10 +266,10 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
         try:
             while True:
                 await asyncio.sleep(0.5)
-                elapsed = time.monotonic() - started
+                elapsed = time.monotonic() - production_started  # the schedule counts from the first event
                 if not joined and elapsed >= options.duration / 3:
                     joined = True
-                    await consumers[-1].start()
+                    consumers[-1].go()
                     note(f"{consumers[-1].owner_id} joins: partitions move to it at a clean checkpoint")
                 if not stopped and elapsed >= 2 * options.duration / 3:
                     stopped = True
