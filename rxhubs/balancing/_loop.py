@@ -118,7 +118,8 @@ class BalancingLoop:
         self.settings = settings
         self.scheduler = scheduler
         self.listener = listener
-        self.retry = retry or Backoff(initial=0.5, maximum=settings.load_balancing_interval, max_retries=None)
+        interval = settings.load_balancing_interval
+        self.retry = retry or Backoff(initial=min(0.5, interval), maximum=interval, max_retries=None)
         self.want_baseline = baseline
         #: Checkpoints listed before the first claim (when ``baseline`` was asked for).
         self.baseline_checkpoints: dict[str, Checkpoint] | None = None

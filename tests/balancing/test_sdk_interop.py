@@ -1,0 +1,96 @@
+"""rxhubs consumers and the Azure SDK's processors on one store: presence records stay out of the SDK's way."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from azure.eventhub._eventprocessor.in_memory_checkpoint_store import InMemoryCheckpointStore as SdkMemoryStore
+from reactivex.testing import TestScheduler
+
+import rxhubs
+from rxhubs._shutdown import Shutdown
+from rxhubs.balancing import presence_group
+from rxhubs.bench._rebalance import balance_ownership_official
+from rxhubs.testing import InMemoryEventHub
+
+
+async def test_presence_records_are_invisible_to_the_sdk_and_its_rules_claim_only_real_partitions() -> None:
+    hub = InMemoryEventHub(4)
+    sdk_store = SdkMemoryStore()  # the SDK's own store (sync, dicts), wrapped by rxhubs
+    ns, name = hub.fully_qualified_namespace, hub.eventhub_name
+    stop = Shutdown()
+    pipeline = rxhubs.consume(
+        hub, "$Default", sdk_store, owner_id="rx", load_balancing_interval=0.05, ownership_expiration=0.2
+    )
+    runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
+    await asyncio.sleep(0.3)
+
+    listed = sdk_store.list_ownership(ns, name, "$Default")
+    assert sorted(o["partition_id"] for o in listed) == ["0", "1", "2", "3"]
+    assert {o["owner_id"] for o in listed} == {"rx"}
+    presence = sdk_store.list_ownership(ns, name, presence_group("$Default"))
+    assert [(o["partition_id"], o["owner_id"]) for o in presence] == [("rx", "rx")]
+
+    # an SDK processor joining runs its rules on what it lists: only the hub's partitions can come up
+    to_claim = balance_ownership_official(
+        [dict(o) for o in listed],
+        list(hub.partition_ids),
+        owner_id="sdk",
+        now=listed[0]["last_modified_time"] + 1000.0,  # everything expired: all claimable
+        ownership_timeout=0.2,
+        namespace=ns,
+        eventhub_name=name,
+        consumer_group="$Default",
+        rng=random.Random(1),
+    )
+    assert {o["partition_id"] for o in to_claim} <= set(hub.partition_ids)
+
+    stop.request()
+    await asyncio.wait_for(runner, 5.0)
+    assert {o["owner_id"] for o in sdk_store.list_ownership(ns, name, "$Default")} == {""}
+    assert [o["owner_id"] for o in sdk_store.list_ownership(ns, name, presence_group("$Default"))] == [""]
+
+
+def test_the_balanced_strategy_moves_one_partition_per_round_with_the_real_loop() -> None:
+    from tests.balancing.kit import Group
+
+    g = Group(8, interval=10.0)
+    g.add("a", at=0.0)  # greedy: claims all 8 at once, hands 4 over at once
+    g.add("b", at=5.0, strategy="balanced")  # claims one per round (its first round: nothing to claim yet)
+    history: list[int] = []
+    for t in range(10, 80, 10):
+        g.run(t + 9.0)
+        history.append(len(g.consumers["b"].owned))
+    assert history == [1, 2, 3, 4, 4, 4, 4]
+    assert g.counts() == {"a": 4, "b": 4}
+
+
+def test_the_ported_rules_steal_one_partition_per_round(**_: Any) -> None:
+    """Sanity check of the bench's baseline: a newcomer facing one owner of 8 steals exactly one."""
+    listed = [
+        {
+            "fully_qualified_namespace": "ns",
+            "eventhub_name": "h",
+            "consumer_group": "$Default",
+            "partition_id": str(p),
+            "owner_id": "a",
+            "last_modified_time": 100.0,
+            "etag": str(p),
+        }
+        for p in range(8)
+    ]
+    claims = balance_ownership_official(
+        listed,
+        [str(p) for p in range(8)],
+        owner_id="b",
+        now=101.0,
+        ownership_timeout=30.0,
+        namespace="ns",
+        eventhub_name="h",
+        consumer_group="$Default",
+        rng=random.Random(3),
+    )
+    assert len(claims) == 1 and claims[0]["owner_id"] == "b"
+    assert TestScheduler  # the scheduler-based variant is the bench itself
