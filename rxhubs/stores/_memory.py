@@ -118,6 +118,21 @@ class InMemoryCheckpointStore(CheckpointStore):
                         self._failures[index] = (target, times - 1, error)
                 raise error if error is not None else StoreError(f"injected failure of {verb} (store.fail)")
 
+    def peek(
+        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
+    ) -> tuple[list[Ownership], list[Checkpoint]]:
+        """The records as they are, for assertions: not counted in :attr:`calls`, unaffected by faults.
+
+        Example:
+            >>> InMemoryCheckpointStore().peek("ns", "hub", "$Default")
+            ([], [])
+        """
+        key = key_of(fully_qualified_namespace, eventhub_name, consumer_group)
+        with self._lock:
+            ownership = list(self._ownership.get(key, {}).values())
+            checkpoints = list(self._checkpoints.get(key, {}).values())
+        return ownership, checkpoints
+
     # -- the verbs, synchronous, at a given time -------------------------------------------------------
 
     def _list_ownership(

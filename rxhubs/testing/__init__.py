@@ -9,7 +9,16 @@ Example:
 
 from __future__ import annotations
 
-from rxhubs.testing._marbles import MarbleTest, marble_test, symbols, to_symbols
+from rxhubs.testing._marbles import MarbleSink, MarbleTest, Peer, marble_test, symbols, to_symbols
 from rxhubs.testing._memory_hub import InMemoryEventHub, InMemoryReceiver
 
-__all__ = ["InMemoryEventHub", "InMemoryReceiver", "MarbleTest", "marble_test", "symbols", "to_symbols"]
+__all__ = [
+    "InMemoryEventHub",
+    "InMemoryReceiver",
+    "MarbleSink",
+    "MarbleTest",
+    "Peer",
+    "marble_test",
+    "symbols",
+    "to_symbols",
+]

@@ -12,6 +12,12 @@ In a **traffic** diagram an element is sent to the partition at its time, one ev
 In an **expected** diagram, a batch is shown as its events' bodies joined: ``symbols()`` maps batches to
 that form, so a batch of events ``c`` and ``d`` is the element ``cd``.
 
+Other consumers of the group are **peers** described by a diagram too: ``j`` joins (a real balancing
+consumer subscribes), ``s`` stops gracefully (flush and release), ``x`` crashes (stops renewing without
+releasing: its ownership must expire). Faults are values at marked times: ``#`` in a traffic diagram (a
+receiver error), :meth:`MarbleTest.outage` (the store is down where the diagram has ``#``), and
+:meth:`MarbleTest.sink` (a sink whose writes fail where its diagram has ``#``).
+
 Example:
     >>> import rxhubs
     >>> from rxhubs.testing import marble_test, symbols
@@ -38,10 +44,11 @@ from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.recorded import Recorded
 
 from rxhubs._models import EventBatch
-from rxhubs.errors import ConnectionError_
+from rxhubs.errors import ConnectionError_, SinkError
+from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.testing._memory_hub import InMemoryEventHub
 
-__all__ = ["MarbleTest", "marble_test", "symbols", "to_symbols"]
+__all__ = ["MarbleSink", "MarbleTest", "Peer", "marble_test", "symbols", "to_symbols"]
 
 
 def _seconds(ticks: dt.timedelta | float) -> float:
@@ -148,6 +155,82 @@ class MarbleTest:
                 fault = error or ConnectionError_(f"injected fault on partition {partition_id}")
                 self.scheduler.schedule_absolute(time, lambda *_, f=fault: hub.inject_error(partition_id, f))
 
+    def store(self) -> InMemoryCheckpointStore:
+        """An in-memory checkpoint store; its records are stamped with the virtual time."""
+        return InMemoryCheckpointStore(clock=lambda: self.scheduler.now.timestamp())
+
+    def peer(
+        self,
+        hub: InMemoryEventHub,
+        store: InMemoryCheckpointStore,
+        diagram: str,
+        *,
+        owner_id: str = "peer",
+        consumer_group: str = "$Default",
+        **options: Any,
+    ) -> Peer:
+        """Another consumer of the group, driven by ``diagram``: ``j`` join, ``s`` stop gracefully, ``x`` crash.
+
+        The peer is a real :func:`rxhubs.consume` subscription on this test's scheduler, with ``options``
+        (``load_balancing_interval``, ``ownership_expiration``, ...); what it reads is in :attr:`Peer.batches`.
+        """
+        peer = Peer(self, hub, store, owner_id, consumer_group, options)
+        for index, char in enumerate(_ticks(diagram)):
+            if char in "jsx":
+                self.at(index, {"j": peer.join, "s": peer.stop, "x": peer.crash}[char])
+            elif char not in "-":
+                raise ValueError(f"peer diagrams use j, s, x and -; got {char!r}")
+        return peer
+
+    def outage(self, store: InMemoryCheckpointStore, diagram: str) -> None:
+        """Make ``store`` unavailable (every call raises a retriable StoreError) during the ``#`` ticks."""
+        down = [c == "#" for c in _ticks(diagram)]
+        for index, is_down in enumerate(down):
+            was_down = index > 0 and down[index - 1]
+            if is_down != was_down:
+
+                def switch(down_now: bool = is_down) -> None:
+                    store.available = not down_now
+
+                self.at(index, switch)
+        if down and down[-1]:
+            self.at(len(down), lambda: setattr(store, "available", True))
+
+    def sink(self, diagram: str = "") -> MarbleSink:
+        """A sink operator that records what it wrote; a write at a ``#`` tick raises :class:`SinkError`."""
+        failing = {index for index, c in enumerate(_ticks(diagram)) if c == "#"}
+        return MarbleSink(self, failing)
+
+    def checkpoints_at(
+        self, hub: InMemoryEventHub, store: InMemoryCheckpointStore, ticks: float, consumer_group: str = "$Default"
+    ) -> dict[str, int]:
+        """A dict, filled at ``ticks``, of partition id -> checkpointed sequence number.
+
+        It reads the store's true state (:meth:`InMemoryCheckpointStore.peek`): outages do not hide it.
+        """
+        result: dict[str, int] = {}
+
+        def read() -> None:
+            _, checkpoints = store.peek(hub.fully_qualified_namespace, hub.eventhub_name, consumer_group)
+            result.update({c.partition_id: c.sequence_number for c in checkpoints})
+
+        self.at(ticks, read)
+        return result
+
+    def ownership_at(
+        self, hub: InMemoryEventHub, store: InMemoryCheckpointStore, ticks: float, consumer_group: str = "$Default"
+    ) -> dict[str, str]:
+        """A dict, filled at ``ticks``, of partition id -> owner id for the hub's partitions ("" if none)."""
+        result: dict[str, str] = {}
+
+        def read() -> None:
+            records, _ = store.peek(hub.fully_qualified_namespace, hub.eventhub_name, consumer_group)
+            owners = {o.partition_id: o.owner_id for o in records}
+            result.update({p: owners.get(p, "") for p in hub.partition_ids})
+
+        self.at(ticks, read)
+        return result
+
     def cold(self, diagram: str, lookup: Mapping[str | float, Any] | None = None) -> Observable[Any]:
         """A cold observable from a diagram (RxPY's ``from_marbles``)."""
         return reactivex.from_marbles(diagram, timespan=self.timespan, lookup=dict(lookup or {}))
@@ -190,6 +273,100 @@ class MarbleTest:
             else:
                 records.append(ReactiveTest.on_completed(time))
         return records
+
+
+def _ticks(diagram: str) -> str:
+    return diagram.replace(" ", "")
+
+
+class _CrashableStore:
+    """A store seen through a process that may crash: after :meth:`crash` its calls never complete."""
+
+    def __init__(self, store: InMemoryCheckpointStore) -> None:
+        self._store = store
+        self.crashed = False
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._store, name)
+        if not name.startswith("observe_"):
+            return target
+
+        def verb(*args: Any, **kwargs: Any) -> Observable[Any]:
+            return reactivex.never() if self.crashed else target(*args, **kwargs)
+
+        return verb
+
+
+class Peer:
+    """Another consumer in a marble test (see :meth:`MarbleTest.peer`)."""
+
+    def __init__(
+        self,
+        test: MarbleTest,
+        hub: InMemoryEventHub,
+        store: InMemoryCheckpointStore,
+        owner_id: str,
+        consumer_group: str,
+        options: Mapping[str, Any],
+    ) -> None:
+        self.test = test
+        self.hub = hub
+        self.store = _CrashableStore(store)
+        self.owner_id = owner_id
+        self.consumer_group = consumer_group
+        self.options = dict(options)
+        self.batches: list[EventBatch] = []
+        self._subscription: Any = None
+
+    def join(self) -> None:
+        """Start consuming (a real balancing consumer on the test's scheduler)."""
+        from rxhubs.sources import consume
+
+        source = consume(self.hub, self.consumer_group, self.store, owner_id=self.owner_id, **self.options)
+        self._subscription = source.subscribe(self.batches.append, lambda _: None, scheduler=self.test.scheduler)
+
+    def stop(self) -> None:
+        """Stop gracefully: release every partition now."""
+        if self._subscription is not None:
+            self._subscription.dispose()
+            self._subscription = None
+
+    def crash(self) -> None:
+        """Die: stop reading and renewing, release nothing (its ownership records must expire)."""
+        self.store.crashed = True
+        self.stop()
+
+    @property
+    def symbols(self) -> list[str]:
+        """The peer's batches as symbols."""
+        return [to_symbols(b) for b in self.batches]
+
+
+class MarbleSink:
+    """A sink operator for marble tests: records what it wrote, fails at the marked ticks."""
+
+    def __init__(self, test: MarbleTest, failing: set[int]) -> None:
+        self.test = test
+        self.failing = failing
+        self.written: list[tuple[float, str]] = []
+
+    def _tick(self) -> int:
+        return round((float(self.test.scheduler.clock) - self.test.subscribed) / self.test.timespan)
+
+    def __call__(self, source: Observable[EventBatch]) -> Observable[EventBatch]:
+        def write(batch: EventBatch) -> EventBatch:
+            tick = self._tick()
+            if tick in self.failing:
+                raise SinkError(f"the sink failed at tick {tick}")
+            self.written.append((tick, to_symbols(batch)))
+            return batch
+
+        return source.pipe(ops.map(write))
+
+    @property
+    def symbols(self) -> list[str]:
+        """What was written, as symbols."""
+        return [s for _, s in self.written]
 
 
 @contextlib.contextmanager
