@@ -16,7 +16,10 @@ One round (a *tick*), at most one store operation at a time:
    for partitions to hand over, ``listener.on_revoke``; for renewals that lost their compare-and-swap
    (another consumer took the partition), ``listener.on_lost``.
 
-A failed round is retried with backoff (at most one interval apart); ownership is kept meanwhile. A
+The next round is one interval after the last one started, or sooner: right after another consumer's
+record expires, if that happens first (a crashed consumer's partitions are then taken over at its expiry,
+not up to an interval later). A failed round is retried with backoff (at most one interval apart);
+ownership is kept meanwhile. A
 partition whose last successful renewal is older than the ownership expiration is given up
 (``on_lost``): another consumer may own it now, so reading on would make two readers.
 
@@ -470,7 +473,13 @@ class BalancingLoop:
         self._busy = False
         self._arm_watchdog()
         if self._stopping is None:
-            self._schedule_tick(started + self.settings.load_balancing_interval - self._now())
+            interval = self.settings.load_balancing_interval
+            due = started + interval
+            expiry = self.last_plan.earliest_expiry if self.last_plan is not None else None
+            if expiry is not None and expiry < due:
+                # another owner's record expires before our next round: look again right after it expires
+                due = max(expiry + interval / 100, self._now())
+            self._schedule_tick(due - self._now())
         self._after_op()
 
     def _round_failed(self, exc: Exception) -> None:

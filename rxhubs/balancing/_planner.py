@@ -171,6 +171,9 @@ class Plan:
         target: How many partitions this consumer should own.
         floor: ``partitions // owners``.
         ceiling: ``floor`` or ``floor + 1``.
+        earliest_expiry: When the first live record (or presence record) of another owner expires if it is
+            not renewed: a loop may balance again right after it, so a crashed consumer's partitions are taken
+            over at its expiry rather than up to one interval later.
     """
 
     owner_id: str
@@ -182,6 +185,7 @@ class Plan:
     target: int = 0
     floor: int = 0
     ceiling: int = 0
+    earliest_expiry: float | None = None
     targets: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -266,6 +270,11 @@ def plan(
         else:
             claimable.append(pid)
     cooperating = {p.owner_id for p in presence if live(p)}
+    expiries = [
+        r.last_modified_time + expiration
+        for r in [*(records[pid] for pid in ids if pid in records), *presence]
+        if live(r) and r.owner_id != owner_id and r.last_modified_time is not None
+    ]
     owners = sorted(set(held) | cooperating | {owner_id})
 
     count = {o: len(held.get(o, ())) for o in owners}
@@ -338,5 +347,6 @@ def plan(
         target=target,
         floor=floor,
         ceiling=ceiling,
+        earliest_expiry=min(expiries, default=None),
         targets=targets,
     )

@@ -92,9 +92,9 @@ def test_a_silent_crash_is_taken_over_after_expiry() -> None:
     g.run(30.0)
     assert g.counts() == {"a": 4, "b": 4}
     g.at(40.0, b.crash)
-    g.run(40.0 + 29.0)
-    assert g.counts() == {"a": 4}  # b's records are still live: nobody takes them yet
-    g.run(40.0 + 30.0 + 2 * I)  # b renewed last at 31: expired at 61, claimed within two intervals
+    g.run(31.0 + 30.0)  # b renewed last at 31: its records are live until 61, nobody takes them before
+    assert g.counts() == {"a": 4}
+    g.run(31.0 + 30.0 + I / 8)  # a looks again right after they expire (not at its next round, at 70)
     assert g.counts() == {"a": 8}
     g.run(125.0)
     assert g.missing() == []  # b's unfinished work is read again from its checkpoints
