@@ -190,33 +190,50 @@ class Partition:
     def last_sequence_number(self) -> int:
         return len(self.data) - 1
 
-    def append(self, messages: list[tuple[bytes, list[msg.Section], dict[Any, Any]]], partition_key: str | None,
-               ) -> None:
-        """Append messages (each with its sections and annotations), stamping Event Hubs annotations."""
+    def append(self, messages: list[msg.Prepared], partition_key: str | None) -> None:
+        """Append messages, stamping each with its Event Hubs annotations (and writing them when durable).
+
+        Raises:
+            OSError: The log file could not be written; nothing was appended (the file is cut back).
+        """
         t = max(now_ms(), self.times[-1] if self.times else 0)
-        chunks: list[bytes] = []
-        for buf, secs, ann in messages:
-            seq = len(self.data)
-            offset = self.next_offset
-            encoded, da = msg.stamp(buf, secs, ann, seq, offset, t, partition_key)
-            crc = zlib.crc32(encoded, zlib.crc32(_CRC_FIELDS.pack(t, da)))
-            if self._fd is not None:
-                chunks.append(_REC.pack(len(encoded), crc, t, da))
-                chunks.append(encoded)
-            self.offsets.append(offset)
-            self.times.append(t)
-            self.data.append(encoded)
-            self.da_pos.append(da)
-            self.next_offset = offset + _REC.size + len(encoded)
-        if self._fd is not None and chunks:
-            blob = b"".join(chunks)
-            view = memoryview(blob)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+        first_seq = len(self.data)
+        start = offset = self.next_offset
+        records: list[tuple[int, bytes, int]] = []
+        for i, prepared in enumerate(messages):
+            encoded, da = msg.stamp(prepared, first_seq + i, offset, t, partition_key)
+            records.append((offset, encoded, da))
+            offset += _REC.size + len(encoded)
+        if self._fd is not None:
+            self._write(start, records, t)
+        offsets, times, data, da_pos = self.offsets, self.times, self.data, self.da_pos
+        for record_offset, encoded, da in records:
+            offsets.append(record_offset)
+            times.append(t)
+            data.append(encoded)
+            da_pos.append(da)
+        self.next_offset = offset
         if self._signal is not None and not self._signal.done():
             self._signal.set_result(None)
         self._signal = None
+
+    def _write(self, start: int, records: list[tuple[int, bytes, int]], t: int) -> None:
+        assert self._fd is not None
+        chunks: list[bytes] = []
+        for _, encoded, da in records:
+            crc = zlib.crc32(encoded, zlib.crc32(_CRC_FIELDS.pack(t, da)))
+            chunks.append(_REC.pack(len(encoded), crc, t, da))
+            chunks.append(encoded)
+        view = memoryview(b"".join(chunks))
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError:
+            _LOG.error("%s/%s: cannot write the partition log; the append is refused", self.hub, self.partition_id)
+            os.ftruncate(self._fd, start)
+            os.lseek(self._fd, start, os.SEEK_SET)
+            raise
 
     async def wait_beyond(self, count: int) -> None:
         """Wait until the log holds more than ``count`` events."""

@@ -146,22 +146,21 @@ class IncomingLink(Link):
             self._append(payload, first.field(3) == fr.BATCH_FORMAT)
         except DecodeError as exc:
             return fr.rejected_state(fr.DECODE_ERROR, f"The message could not be decoded: {exc}")
+        except OSError as exc:
+            return fr.rejected_state(fr.INTERNAL_ERROR, f"The event could not be stored: {exc.strerror or exc}")
         return fr.ACCEPTED_STATE
 
     def _append(self, payload: bytes, batch: bool) -> None:
         assert self.hub is not None
-        outer = msg.sections(payload)
-        outer_ann = msg.message_annotations(payload, outer)
-        key = msg.partition_key_of(outer_ann)
-        items: list[tuple[bytes, list[msg.Section], dict[Any, Any]]] = []
         if batch:
-            for inner in msg.batch_messages(payload):
-                secs = msg.sections(inner)
-                items.append((inner, secs, msg.message_annotations(inner, secs)))
+            outer_ann, inner = msg.split_batch(payload)
+            items = [msg.prepare(m) for m in inner]
         else:
-            items.append((payload, outer, outer_ann))
+            single = msg.prepare(payload)
+            outer_ann, items = single.annotations, [single]
         if not items:
             return
+        key = msg.partition_key_of(outer_ann)
         partition = self.partition if self.partition is not None else self.hub.route(key)
         partition.append(items, key)
 

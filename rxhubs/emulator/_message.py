@@ -8,8 +8,9 @@ message annotations (sequence number, offset, enqueued time, partition key) enco
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rxhubs.emulator._codec import (
     DecodeError,
@@ -26,7 +27,7 @@ from rxhubs.emulator._codec import (
 from rxhubs.emulator._frames import (
     SEC_APPLICATION_PROPERTIES,
     SEC_DATA,
-    SEC_DELIVERY_ANNOTATIONS,
+    SEC_FOOTER,
     SEC_HEADER,
     SEC_MESSAGE_ANNOTATIONS,
     SEC_PROPERTIES,
@@ -45,66 +46,123 @@ _K_TIME = encode_value(PROP_TIME) + b"\x83"
 _K_KEY = encode_value(PROP_KEY)
 _q = struct.Struct(">q")
 _II = struct.Struct(">II")
+_I = struct.Struct(">I")
+_FIXED_SIZE = len(_K_SEQ) + 8 + len(_K_OFF) + 2 + len(_K_TIME) + 8  # annotations map body without the offset
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
-    """One top-level section of a message: its descriptor code and its span in the message bytes."""
+class Prepared(NamedTuple):
+    """A received message split for stamping: header section, other sections, its message annotations."""
 
-    code: int
-    start: int
-    value_start: int
-    stop: int
+    head: bytes
+    rest: bytes
+    annotations: dict[Any, Any]
 
 
-def sections(buf: bytes) -> list[Section]:
-    """Split an encoded message into its sections without decoding them.
+def _value_end(buf: bytes, pos: int, end: int) -> int:
+    """End of the value at ``pos``: a fast path for the encodings messages use, else :func:`skip_value`."""
+    if pos < end:
+        code = buf[pos]
+        if code in (0xA0, 0xA1, 0xC0, 0xC1) and pos + 1 < end:
+            stop = pos + 2 + buf[pos + 1]
+        elif code in (0xB0, 0xB1, 0xD0, 0xD1) and pos + 5 <= end:
+            stop = pos + 5 + _I.unpack_from(buf, pos + 1)[0]
+        else:
+            return skip_value(buf, pos, end)
+        if stop > end:
+            raise DecodeError("message section runs past the end")
+        return stop
+    raise DecodeError("truncated message section")
+
+
+def _sections(buf: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(code, start, value_start, stop)`` for each top-level section of an encoded message.
 
     Raises:
-        DecodeError: A section is not ``0x00 0x53 <code> <value>`` or runs past the end.
+        DecodeError: A section is not a described section value or runs past the end.
     """
-    out: list[Section] = []
     pos, end = 0, len(buf)
+    if not end:
+        raise DecodeError("empty message")
     while pos < end:
-        if pos + 3 > end or buf[pos] != 0x00 or buf[pos + 1] != 0x53:
-            # the client always uses a smallulong descriptor; accept ulong too for other clients
-            if pos + 10 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x80:
-                code = int.from_bytes(buf[pos + 2 : pos + 10], "big")
-                value_start = pos + 10
-            else:
-                raise DecodeError("message section is not a described value")
-        else:
+        if pos + 3 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x53:
             code = buf[pos + 2]
             value_start = pos + 3
-        if not SEC_HEADER <= code <= 0x78:
+        elif pos + 10 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x80:  # a ulong descriptor
+            code = int.from_bytes(buf[pos + 2 : pos + 10], "big")
+            value_start = pos + 10
+        else:
+            raise DecodeError("message section is not a described value")
+        if not SEC_HEADER <= code <= SEC_FOOTER:
             raise DecodeError("unknown message section")
-        stop = skip_value(buf, value_start, end)
-        out.append(Section(code, pos, value_start, stop))
+        stop = _value_end(buf, value_start, end)
+        yield code, pos, value_start, stop
         pos = stop
-    if not out:
+
+
+def prepare(buf: bytes) -> Prepared:
+    """Split a message into its header, its annotations (decoded) and the sections after them (as bytes).
+
+    Every section boundary is checked, so a malformed message is refused here rather than delivered.
+    """
+    end = len(buf)
+    if not end:
         raise DecodeError("empty message")
-    return out
+    head = b""
+    ann: dict[Any, Any] = {}
+    kept_from = -1  # start of the contiguous run of kept sections (the usual, spec-ordered case)
+    pieces: list[bytes] | None = None  # only when annotations or a header come after kept sections
+    pos = 0
+    while pos < end:
+        if pos + 3 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x53:
+            code = buf[pos + 2]
+            value_start = pos + 3
+        elif pos + 10 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x80:  # a ulong descriptor
+            code = int.from_bytes(buf[pos + 2 : pos + 10], "big")
+            value_start = pos + 10
+        else:
+            raise DecodeError("message section is not a described value")
+        if not SEC_HEADER <= code <= SEC_FOOTER:
+            raise DecodeError("unknown message section")
+        stop = _value_end(buf, value_start, end)
+        if code <= SEC_MESSAGE_ANNOTATIONS:
+            if kept_from >= 0:  # out of spec order: keep what came before separately
+                pieces = (pieces or []) + [buf[kept_from:pos]]
+                kept_from = -1
+            if code == SEC_HEADER:
+                head = buf[pos:stop]
+            elif code == SEC_MESSAGE_ANNOTATIONS:
+                value, _ = decode_value(buf, value_start, stop, 1)
+                if isinstance(value, dict):
+                    ann = value
+        elif kept_from < 0:
+            kept_from = pos
+        pos = stop
+    tail = buf[kept_from:] if kept_from > 0 else buf if kept_from == 0 else b""
+    rest = tail if pieces is None else b"".join([*pieces, tail])
+    return Prepared(head, rest, ann)
 
 
-def batch_messages(payload: bytes) -> list[bytes]:
-    """The inner messages of a batch (message format 0x80013700): one per data section."""
+def split_batch(payload: bytes) -> tuple[dict[Any, Any], list[bytes]]:
+    """The outer annotations and inner messages of a batch (message format 0x80013700).
+
+    Each data section of the outer message holds one complete encoded message.
+    """
+    ann: dict[Any, Any] = {}
     inner: list[bytes] = []
-    for sec in sections(payload):
-        if sec.code == SEC_DATA:
-            value, _ = decode_value(payload, sec.value_start, sec.stop, 1)
-            if not isinstance(value, bytes):
+    for code, _start, value_start, stop in _sections(payload):
+        if code == SEC_DATA:
+            kind = payload[value_start]
+            if kind == 0xA0:
+                inner.append(payload[value_start + 2 : stop])
+            elif kind == 0xB0:
+                inner.append(payload[value_start + 5 : stop])
+            else:
                 raise DecodeError("batch data section is not binary")
-            inner.append(value)
-    return inner
-
-
-def message_annotations(buf: bytes, secs: list[Section]) -> dict[Any, Any]:
-    """The message annotations map (empty when the message has none)."""
-    for sec in secs:
-        if sec.code == SEC_MESSAGE_ANNOTATIONS:
-            value, _ = decode_value(buf, sec.value_start, sec.stop, 1)
-            return value if isinstance(value, dict) else {}
-    return {}
+        elif code == SEC_MESSAGE_ANNOTATIONS:
+            value, _ = decode_value(payload, value_start, stop, 1)
+            if isinstance(value, dict):
+                ann = value
+    return ann, inner
 
 
 def partition_key_of(ann: dict[Any, Any]) -> str | None:
@@ -117,23 +175,20 @@ def partition_key_of(ann: dict[Any, Any]) -> str | None:
     return str(key)
 
 
-def stamp(buf: bytes, secs: list[Section], ann: dict[Any, Any], sequence_number: int, offset: int,
-          enqueued_ms: int, partition_key: str | None) -> tuple[bytes, int]:
+def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int,
+          partition_key: str | None) -> tuple[bytes, int]:
     """Build the message as delivered: the client's sections plus the Event Hubs annotations.
 
     Returns:
         The encoded message and the position where delivery annotations go (after the header).
     """
-    head = b""
-    rest: list[bytes] = []
-    for sec in secs:
-        if sec.code == SEC_HEADER:
-            head = buf[sec.start : sec.stop]
-        elif sec.code in (SEC_DELIVERY_ANNOTATIONS, SEC_MESSAGE_ANNOTATIONS):
-            continue
-        else:
-            rest.append(buf[sec.start : sec.stop])
-    off = str(offset).encode()
+    off = b"%d" % offset
+    ann = message.annotations
+    head = message.head
+    if not ann and partition_key is None:  # the usual case: only our three annotations
+        size = _FIXED_SIZE + len(off)
+        return b"".join((head, b"\x00\x53\x72\xc1", bytes((size + 1, 6)), _K_SEQ, _q.pack(sequence_number), _K_OFF,
+                         bytes((0xA1, len(off))), off, _K_TIME, _q.pack(enqueued_ms), message.rest)), len(head)
     body = b"".join((_K_SEQ, _q.pack(sequence_number), _K_OFF, bytes((0xA1, len(off))), off, _K_TIME,
                      _q.pack(enqueued_ms)))
     count = 6
@@ -144,10 +199,10 @@ def stamp(buf: bytes, secs: list[Section], ann: dict[Any, Any], sequence_number:
         body += encode_value(k) + encode_value(v)
         count += 2
     if len(body) < 255:
-        ann_section = b"\x00\x53\x72\xc1" + bytes((len(body) + 1, count)) + body
+        section = b"\x00\x53\x72\xc1" + bytes((len(body) + 1, count)) + body
     else:
-        ann_section = b"\x00\x53\x72\xd1" + _II.pack(len(body) + 4, count) + body
-    return head + ann_section + b"".join(rest), len(head)
+        section = b"\x00\x53\x72\xd1" + _II.pack(len(body) + 4, count) + body
+    return b"".join((head, section, message.rest)), len(head)
 
 
 def runtime_metrics(last_sequence_number: int, last_offset: int, last_enqueued_ms: int, now_ms: int) -> bytes:
@@ -170,29 +225,35 @@ class Request:
 
 
 def parse_request(buf: bytes) -> Request:
-    """Decode a request message (application properties, message id, amqp-value body)."""
-    secs = sections(buf)
+    """Decode a request message (application properties, raw message id, amqp-value body)."""
     props: dict[Any, Any] = {}
     message_id: Raw | None = None
     body: Any = None
-    for sec in secs:
-        if sec.code == SEC_APPLICATION_PROPERTIES:
-            value, _ = decode_value(buf, sec.value_start, sec.stop, 1)
+    for code, _start, value_start, stop in _sections(buf):
+        if code == SEC_APPLICATION_PROPERTIES:
+            value, _ = decode_value(buf, value_start, stop, 1)
             if isinstance(value, dict):
                 props = value
-        elif sec.code == SEC_PROPERTIES:
-            pos = sec.value_start
-            code = buf[pos]
-            if code in (0xC0, 0xD0):
-                pos += 3 if code == 0xC0 else 9
-                count = buf[sec.value_start + 2] if code == 0xC0 else _II.unpack_from(buf, sec.value_start + 1)[1]
-                if count and pos < sec.stop:
-                    stop = skip_value(buf, pos, sec.stop)
-                    if buf[pos] != 0x40:
-                        message_id = Raw(buf[pos:stop])
-        elif sec.code == SEC_VALUE or (sec.code == SEC_DATA and body is None):
-            body, _ = decode_value(buf, sec.value_start, sec.stop, 1)
+        elif code == SEC_PROPERTIES:
+            message_id = _first_list_item(buf, value_start, stop)
+        elif code == SEC_VALUE or (code == SEC_DATA and body is None):
+            body, _ = decode_value(buf, value_start, stop, 1)
     return Request(props, message_id, body)
+
+
+def _first_list_item(buf: bytes, pos: int, stop: int) -> Raw | None:
+    """The raw encoding of a described list's first field (a message id), None when absent or null."""
+    decode_value(buf, pos, stop, 1)  # validates the whole properties list
+    kind = buf[pos]
+    if kind == 0xC0:
+        count, first = buf[pos + 2], pos + 3
+    elif kind == 0xD0:
+        count, first = _I.unpack_from(buf, pos + 5)[0], pos + 9
+    else:
+        return None
+    if not count or buf[first] == 0x40:
+        return None
+    return Raw(buf[first : skip_value(buf, first, stop)])
 
 
 def response(correlation_id: Raw | None, status_code: int, description: str, body: Any = None) -> bytes:
