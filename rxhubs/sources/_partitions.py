@@ -499,11 +499,13 @@ def partitions(
     a renewal may fail twice before anything moves. Receivers are exclusive (``owner_level=0``: the newest
     reader of a partition cuts the older off), so a partition never has two readers for long.
 
-    Marble diagram (two partitions; a second consumer ``b`` joins at 10, interval 10)::
+    Marble diagram (partitions ``0`` and ``1``, interval 10; consumer ``b`` subscribes at 5; one character
+    is one second; an element is the partition id of the stream emitted)::
 
-        consumer a: a0 a1 ----------- a1| (handover: 1 moves to b) ---------
-        consumer b: ---------- (present) ---------- b1 ---------------------
-        time:       0          10        20         20
+        consumer a:           (01)-------------------
+        a's stream of 1:      -----------|               handed over at 10 (OWNERSHIP_LOST): finished,
+                                                         checkpointed, released
+        consumer b:           -----------------1-----    b, present since 5, claims 1 at its round at 15
 
     Args:
         hub: The hub (``rxhubs.EventHub`` or ``rxhubs.testing.InMemoryEventHub``).
