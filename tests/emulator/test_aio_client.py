@@ -159,7 +159,10 @@ async def test_oversized_event_rejected_and_unknown_hub() -> None:
         async with EventHubProducerClient.from_connection_string(conn) as producer:
             with pytest.raises(EventHubError):
                 await producer.send_event(EventData(b"y" * (1024 * 1024 + 1)))
-            await producer.send_event(EventData("fits"))
+            await producer.send_event(EventData(b"f" * 1_048_520))  # fits; with annotations it spans 2 frames
+        async with AioReceiver(conn, "0", starting_position="-1") as receiver:
+            (event,) = await receiver.wait_events(1)
+            assert event.body_as_str() == "f" * 1_048_520
         bad = conn.replace(f"EntityPath={HUB}", "EntityPath=missing")
         async with EventHubProducerClient.from_connection_string(bad, retry_total=0) as producer:
             with pytest.raises(EventHubError):
