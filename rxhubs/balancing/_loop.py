@@ -17,9 +17,9 @@ One round (a *tick*), at most one store operation at a time:
    (another consumer took the partition), ``listener.on_lost``.
 
 The next round is one interval after the last one started, or sooner: right after another consumer's
-record expires, if that happens first (a crashed consumer's partitions are then taken over at its expiry,
-not up to an interval later). A failed round is retried with backoff (at most one interval apart);
-ownership is kept meanwhile. A
+record expires, if that happens first (at most one such early round per half interval), so a crashed
+consumer's partitions are taken over within half an interval of its expiry, not up to a whole one later.
+A failed round is retried with backoff (at most one interval apart); ownership is kept meanwhile. A
 partition whose last successful renewal is older than the ownership expiration is given up
 (``on_lost``): another consumer may own it now, so reading on would make two readers.
 
@@ -142,6 +142,7 @@ class BalancingLoop:
         self._stopping: RevokeReason | None = None
         self._finished = False
         self._final_attempts = 0
+        self._last_early = float("-inf")
 
     # -- public --------------------------------------------------------------------------------------------
     @property
@@ -477,8 +478,11 @@ class BalancingLoop:
             due = started + interval
             expiry = self.last_plan.earliest_expiry if self.last_plan is not None else None
             if expiry is not None and expiry < due:
-                # another owner's record expires before our next round: look again right after it expires
-                due = max(expiry + interval / 100, self._now())
+                # another owner's record expires before our next round: look again right after it expires,
+                # but at most once per half interval (a mass crash must not turn into a storm of rounds)
+                early = max(expiry + interval / 100, self._last_early + interval / 2, self._now())
+                if early < due:
+                    due = self._last_early = early
             self._schedule_tick(due - self._now())
         self._after_op()
 
