@@ -41,6 +41,8 @@ CHANNEL_MAX = 255
 HANDLE_MAX = 255
 SESSION_WINDOW = 65536
 PARTIAL_BUDGET = 16 * 1024 * 1024
+HANDSHAKE_TIMEOUT = 30.0
+MAX_PENDING_REPLIES = 64
 _HDR = struct.Struct(">IBBH")
 SELECTOR = "apache.org:selector-filter:string"
 EPOCH = "com.microsoft:epoch"
@@ -94,8 +96,9 @@ class Connection:
     async def serve(self) -> None:
         ticker: asyncio.Task[None] | None = None
         try:
-            if not await negotiate(self.reader, self.writer, self.server.sasl_check):
-                return
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT):  # a silent peer cannot hold a connection forever
+                if not await negotiate(self.reader, self.writer, self.server.sasl_check):
+                    return
             ticker = asyncio.get_running_loop().create_task(self._tick())
             await self._read_frames()
         except ProtocolError as exc:
@@ -104,7 +107,7 @@ class Connection:
         except DecodeError as exc:
             _LOG.info("closing a connection: undecodable frame (%s)", exc)
             self.write(fr.close_frame(fr.error(fr.DECODE_ERROR, str(exc))))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.LimitOverrunError):
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.LimitOverrunError, TimeoutError):
             pass
         except asyncio.CancelledError:
             raise
@@ -449,13 +452,17 @@ class Session:
         return link
 
     # ------------------------------------------------------------------ requests
-    def handle_request(self, node: str, payload: bytes) -> None:
-        reply = _management.handle(self.connection.server, node, payload)
+    def handle_request(self, node: str, payload: bytes) -> bool:
+        """Answer a ``$cbs`` / ``$management`` request; False when replies are piling up (refuse it)."""
         link = self.replies.get(node)
+        if link is not None and link.pending >= MAX_PENDING_REPLIES:
+            return False
+        reply = _management.handle(self.connection.server, node, payload)
         if link is None:
             _LOG.info("dropping a %s reply: the client has no receiver link for it", node)
-            return
+            return True
         link.reply(reply)
+        return True
 
 
 def _address(terminus: Any) -> str:

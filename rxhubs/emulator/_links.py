@@ -141,8 +141,10 @@ class IncomingLink(Link):
                                      f"exceeds the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
         try:
             if self.node is not None:
-                self.session.handle_request(self.node, payload)
-                return fr.ACCEPTED_STATE
+                if self.session.handle_request(self.node, payload):
+                    return fr.ACCEPTED_STATE
+                return fr.rejected_state(fr.RESOURCE_LIMIT, "Too many unanswered requests: grant credit on the "
+                                         "reply link.")
             self._append(payload, first.field(3) == fr.BATCH_FORMAT)
         except DecodeError as exc:
             return fr.rejected_state(fr.DECODE_ERROR, f"The message could not be decoded: {exc}")
@@ -175,6 +177,11 @@ class ReplyLink(Link):
         self.delivery_count = 0
         self.credit = 0
         self._queue: list[bytes] = []
+
+    @property
+    def pending(self) -> int:
+        """Replies waiting for credit."""
+        return len(self._queue)
 
     def reply(self, message: bytes) -> None:
         self._queue.append(message)

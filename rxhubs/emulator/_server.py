@@ -12,6 +12,7 @@ from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._sasl import SaslCheck, plain_checker
 
 _LOG = logging.getLogger("rxhubs.emulator")
+MAX_CONNECTIONS = 1024
 
 
 class Server:
@@ -34,6 +35,10 @@ class Server:
         return int(sock.getsockname()[1])
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= MAX_CONNECTIONS:
+            _LOG.warning("refusing a connection: %d are open already", MAX_CONNECTIONS)
+            writer.close()
+            return
         conn = Connection(self, reader, writer)
         self.connections.add(conn)
         task = asyncio.current_task()
