@@ -3,7 +3,8 @@
 Reads the hub of ``RXHUBS_TEST_EVENTHUB`` with ``rxhubs.consume`` through the store of ``RXHUBS_TEST_STORE``
 (``sqlite:///path`` or ``blob://container`` with ``RXHUBS_TEST_STORAGE``), appends one line per processed
 event to OUT (``partition sequence_number owner wall_time``, flushed per batch so that a SIGKILL loses none
-of them), then checkpoints. SIGTERM stops it gracefully. It prints ``ready`` once subscribed.
+of them), then checkpoints; each checkpoint written is noted as ``CP partition sequence_number``. SIGTERM
+stops it gracefully. It prints ``ready`` once subscribed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any, TextIO
 from reactivex import operators as ops
 
 import rxhubs
+from rxhubs import Checkpoint
 from rxhubs import operators as hops
+from rxhubs.stores import CheckpointStore
 
 INTERVAL = 1.0
 EXPIRY = 3.0
@@ -34,9 +37,34 @@ def _store() -> Any:
     return rxhubs.stores.from_url(url)
 
 
+class LoggedStore(CheckpointStore):
+    """The real store; each checkpoint written is also noted in the output (``CP partition sequence``)."""
+
+    def __init__(self, inner: Any, sink: TextIO) -> None:
+        self.inner = inner
+        self.sink = sink
+
+    async def list_ownership(self, *args: Any) -> Any:
+        return await self.inner.list_ownership(*args)
+
+    async def claim_ownership(self, ownerships: Any) -> Any:
+        return await self.inner.claim_ownership(ownerships)
+
+    async def list_checkpoints(self, *args: Any) -> Any:
+        return await self.inner.list_checkpoints(*args)
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self.inner.update_checkpoint(checkpoint)
+        self.sink.write(f"CP {checkpoint.partition_id} {checkpoint.sequence_number}\n")
+        self.sink.flush()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
 async def amain(name: str, sink: TextIO) -> None:
     hub = rxhubs.EventHub.from_connection_string(os.environ["RXHUBS_TEST_EVENTHUB"])
-    store = _store()
+    store = LoggedStore(_store(), sink)
 
     def record(batch: rxhubs.EventBatch) -> None:
         now = time.time()
