@@ -34,12 +34,17 @@ from rxhubs.testing import InMemoryEventHub
 
 PARTITIONS = 4
 MICRO_BATCH = 10_000
+BATCH = 300  # the sources' default max_batch_size: a micro-batch seals at 34 batches, 10,200 events
 TARGET = 50_000.0
 
 
-def _hub(events: int) -> InMemoryEventHub:
+def _hub(micro_batches: int) -> InMemoryEventHub:
+    """Exactly ``micro_batches`` full micro-batches of events, so the last one is sealed by count, not time."""
     hub = InMemoryEventHub(partition_count=PARTITIONS)
-    per_partition = events // PARTITIONS
+    batches = -(-MICRO_BATCH // BATCH)  # 34
+    per_partition = micro_batches * batches * BATCH // PARTITIONS
+    if per_partition % BATCH:  # every batch full, or the last micro-batch would wait for its timer
+        raise ValueError(f"{micro_batches} micro-batches do not split into full batches of {BATCH}")
     for p in range(PARTITIONS):
         for start in range(0, per_partition, 1_000):
             bodies = [
@@ -97,7 +102,7 @@ def _events_per_second(
         lambda df: df.write.mode("append").parquet(str(out)),
         spark=spark,
         max_events=MICRO_BATCH,
-        max_interval=1.0,
+        max_interval=0.1,  # only the tail waits for it: partitions finish unevenly, at their bound
         convert=convert,
     )
     start = time.perf_counter()
@@ -114,12 +119,11 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     from rxhubs.spark import local_session
 
     quick = bool(getattr(args, "quick", False))
-    events = 100_000 if quick else 300_000
     repeat = 1 if quick else 2
     spark = local_session(master="local[2]", app_name="rxhubs-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    hub = _hub(events)
-    warm_up = _hub(3 * MICRO_BATCH)
+    hub = _hub(10 if quick else 30)  # 102,000 or 306,000 events
+    warm_up = _hub(4)
     rows: Callable[[Sequence[EventBatch]], Any] = lambda batches: _rows(spark, batches)  # noqa: E731
     arrow, python = [], []
     root = Path(tempfile.mkdtemp(prefix="rxhubs-bench-spark-"))

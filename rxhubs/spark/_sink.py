@@ -412,16 +412,23 @@ class _Sink:
                 self.waiting[batch.context] = left
             else:
                 del self.waiting[batch.context]
+        # Hold the next write back while emitting and acknowledging: batches the acks let sources pull at once
+        # still join the open micro-batch (a due one is sealed after them, a full one by count).
+        nested, self.in_pump = self.in_pump, True
         try:
             for batch, _ in micro_batch:
                 self.observer.on_next(batch)
         except Exception as exc:  # a downstream observer raised: end the stream with it
             for _, ack in micro_batch:
                 ack()
+            self.in_pump = nested
             self.fail(exc)
             return
-        for _, ack in micro_batch:
-            ack()
+        try:
+            for _, ack in micro_batch:
+                ack()
+        finally:
+            self.in_pump = nested
         self.pump()
 
     def failed(self, error: Exception) -> None:

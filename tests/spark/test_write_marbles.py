@@ -395,3 +395,24 @@ def test_the_marble_diagram_of_the_docstring() -> None:
             (18, "f"),
             (18, "|"),
         ]
+
+
+def test_batches_the_acks_bring_at_once_join_a_due_micro_batch_before_it_is_sealed() -> None:
+    hub = rxhubs.testing.InMemoryEventHub(partition_count=2)
+    hub.send(["a0", "a1", "a2", "a3"], partition_id="0")
+    hub.send(["b0", "b1", "b2", "b3"], partition_id="1")
+    scheduler = TestScheduler()
+    writes: list[tuple[float, list[str]]] = []
+    source = reactivex.merge(*(rxhubs.partition_batches(hub, p, max_batch_size=1, max_inflight=2) for p in ("0", "1")))
+    sink = rxhubs.spark.write(
+        lambda data: writes.append((scheduler.clock, data)),
+        convert=names,
+        max_events=3,
+        max_interval=1,
+        executor=slow(5),
+    )
+    source.pipe(sink).subscribe(scheduler=scheduler)
+    scheduler.advance_to(11.0)
+    # b1 waits from 0 and is due at 1, while the first write runs; when it ends at 5 its acks let a2 and a3
+    # in at once: they join b1 (sealed by count) instead of b1 leaving alone
+    assert writes == [(0.0, ["a0", "a1", "b0"]), (5.0, ["b1", "a2", "a3"]), (10.0, ["b2", "b3"])]
