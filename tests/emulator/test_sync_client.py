@@ -101,24 +101,29 @@ def test_start_positions(loaded: tuple[BackgroundEmulator, list[EventData]]) -> 
         assert [e.sequence_number for e in events_seen] == list(range(first, 10)), (position, inclusive)
 
 
-@pytest.mark.parametrize("position", ["@latest", None])
-def test_latest_start_position(emulator_factory, position: str | None) -> None:
+def test_latest_start_positions(emulator_factory) -> None:
     emulator = emulator_factory(hubs={HUB: 1})
     conn = emulator.connection_string(HUB)
     send(conn, ["old-0", "old-1"])
-    options = {} if position is None else {"starting_position": position}
-    with SyncReceiver(conn, "0", **options) as receiver:
-        for i in range(200):  # until the receiver is attached and sees one
-            send(conn, [f"new-{i}"])
-            if receiver.events:
-                break
-            time.sleep(0.05)
-        got = receiver.wait_events(1)
-    assert got and all(e.body_as_str().startswith("new-") for e in got)
+    # max_batch_size=1: the SDK holds a partial batch while events keep trickling in
+    receivers = [SyncReceiver(conn, "0", starting_position="@latest", max_batch_size=1),
+                 SyncReceiver(conn, "0", max_batch_size=1)]  # no starting position = latest
+    with contextlib.ExitStack() as stack:
+        for receiver in receivers:
+            stack.enter_context(receiver)
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            for i in range(40):  # until both receivers are attached and see an event
+                producer.send_event(EventData(f"new-{i}"))
+                if all(r.wait_events(1, timeout=0.5) for r in receivers):
+                    break
+        got = [r.wait_events(1) for r in receivers]
+        close_all(receivers)
+    for events in got:
+        assert events and all(e.body_as_str().startswith("new-") for e in events)
 
 
 def test_send_modes(emulator_factory) -> None:
-    emulator = emulator_factory(hubs={HUB: 4})
+    emulator = emulator_factory(hubs={HUB: 4}, consumer_groups=("analytics",))
     conn = emulator.connection_string(HUB)
     with EventHubProducerClient.from_connection_string(conn) as producer:
         for i in range(8):  # to the hub: the service spreads batches round robin
@@ -143,13 +148,15 @@ def test_send_modes(emulator_factory) -> None:
     expected["2"] += 5
     expected["1"] += 1
     assert counts == expected
-    with SyncReceiver(conn, keyed, starting_position="-1") as receiver:
-        got = receiver.wait_events(expected[keyed])
+    keyed_receiver = SyncReceiver(conn, keyed, starting_position="-1")
+    pinned_receiver = SyncReceiver(conn, "2", consumer_group="analytics", starting_position="-1")
+    with keyed_receiver, pinned_receiver:
+        got = keyed_receiver.wait_events(expected[keyed])
+        got_pinned = pinned_receiver.wait_events(7)
+        close_all([keyed_receiver, pinned_receiver])
     keyed_events = [e for e in got if e.body_as_str() == "keyed"]
     assert len(keyed_events) == 3 and all(e.partition_key == b"device-42" for e in keyed_events)
-    with SyncReceiver(conn, "2", starting_position="-1") as receiver:
-        got = receiver.wait_events(7)
-    pinned = [e for e in got if e.body_as_str().startswith("pinned-")]
+    pinned = [e for e in got_pinned if e.body_as_str().startswith("pinned-")]
     assert [e.body_as_str() for e in pinned] == [f"pinned-{i}" for i in range(5)]
     assert [e.properties[b"n"] for e in pinned] == list(range(5))
 
@@ -193,13 +200,17 @@ def test_unknown_partition_and_consumer_group(loaded: tuple[BackgroundEmulator, 
             producer.get_partition_properties("9")
         with pytest.raises(ConnectError):
             producer.send_event(EventData("x"), partition_id="9")
-    with SyncReceiver(conn, "9", starting_position="-1") as receiver:
-        error = receiver.wait_error()
+    receivers = [SyncReceiver(conn, "9", starting_position="-1"),
+                 SyncReceiver(conn, "0", consumer_group="nobody", starting_position="-1"),
+                 SyncReceiver(conn, "0", consumer_group="analytics", starting_position="-1")]
+    with contextlib.ExitStack() as stack:
+        for receiver in receivers:
+            stack.enter_context(receiver)
+        bad_partition, bad_group = receivers[0].wait_error(), receivers[1].wait_error()
+        declared_group = receivers[2].wait_events(10)
+        close_all(receivers)
     # the SDK checks the id against the partition ids the emulator reports (tests/emulator/test_protocol.py
     # covers the server's own amqp:not-found for such a link)
-    assert isinstance(error, ValueError) and "['0', '1', '2', '3']" in str(error)
-    with SyncReceiver(conn, "0", consumer_group="nobody", starting_position="-1") as receiver:
-        error = receiver.wait_error()
-    assert error is not None and "not-found" in str(error)
-    with SyncReceiver(conn, "0", consumer_group="analytics", starting_position="-1") as receiver:
-        assert len(receiver.wait_events(10)) >= 10
+    assert isinstance(bad_partition, ValueError) and "['0', '1', '2', '3']" in str(bad_partition)
+    assert bad_group is not None and "amqp:not-found" in str(bad_group)
+    assert len(declared_group) >= 10
