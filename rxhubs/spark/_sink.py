@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -130,8 +131,8 @@ def write(
         raise ConfigurationError(f"writer must be callable (df -> None), got {type(writer).__name__}")
     if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
         raise ConfigurationError(f"max_events must be an int >= 1, got {max_events!r}")
-    if isinstance(max_interval, bool) or not isinstance(max_interval, int | float) or not max_interval > 0:
-        raise ConfigurationError(f"max_interval must be a number of seconds > 0, got {max_interval!r}")
+    if isinstance(max_interval, bool) or not isinstance(max_interval, int | float) or not 0 < max_interval < math.inf:
+        raise ConfigurationError(f"max_interval must be a finite number of seconds > 0, got {max_interval!r}")
     if transform is not None and not callable(transform):
         raise ConfigurationError(f"transform must be callable (df -> df), got {type(transform).__name__}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -139,7 +140,7 @@ def write(
     delay: Callable[[int], float]
     if callable(backoff):
         delay = backoff
-    elif isinstance(backoff, int | float) and not isinstance(backoff, bool) and backoff >= 0:
+    elif isinstance(backoff, int | float) and not isinstance(backoff, bool) and 0 <= backoff < math.inf:
         first = float(backoff)
         delay = functools.partial(_doubling, first)
     else:

@@ -356,6 +356,8 @@ def test_micro_batches_never_reach_a_count_above_the_backpressure_bound_so_time_
         ({"max_events": True}, "max_events"),
         ({"max_interval": 0}, "max_interval"),
         ({"max_interval": "1"}, "max_interval"),
+        ({"max_interval": float("inf")}, "max_interval"),
+        ({"backoff": float("nan")}, "backoff"),
         ({"retries": -1}, "retries"),
         ({"backoff": -1.0}, "backoff"),
         ({"transform": "upper"}, "transform"),
