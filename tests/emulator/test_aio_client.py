@@ -39,7 +39,7 @@ async def test_properties_and_send_modes() -> None:
             await _send(producer, ["k1", "k2"], partition_key="sensor-7")
             await _send(producer, [f"p-{i}" for i in range(50)], partition_id="1")
             await producer.send_event(EventData("single"))
-            parts = [await producer.get_partition_properties(p) for p in "012"]
+            parts = await asyncio.gather(*(producer.get_partition_properties(p) for p in "012"))
         counts = [p["last_enqueued_sequence_number"] + 1 for p in parts]
         expected = [2, 2, 2]
         expected[partition_for_key("sensor-7", 3)] += 2
@@ -96,13 +96,12 @@ async def test_owner_level_steals_and_refuses() -> None:
                 assert len(await second.wait_events(2)) == 2
                 stolen = await first.wait_error()
                 assert stolen is not None and "amqp:link:stolen" in str(stolen)
-                async with AioReceiver(conn, "0", starting_position="-1", owner_level=1) as lower:
-                    refused = await lower.wait_error()
-                    assert refused is not None and "amqp:link:stolen" in str(refused)
-                    assert not lower.events
-                async with AioReceiver(conn, "0", starting_position="-1") as plain:
-                    refused = await plain.wait_error()
-                    assert refused is not None and "amqp:link:stolen" in str(refused)
+                lower = AioReceiver(conn, "0", starting_position="-1", owner_level=1)
+                plain = AioReceiver(conn, "0", starting_position="-1")  # no owner level
+                async with lower, plain:
+                    refusals = await asyncio.gather(lower.wait_error(), plain.wait_error())
+                    assert all(r is not None and "amqp:link:stolen" in str(r) for r in refusals), refusals
+                    assert not lower.events and not plain.events
                 await asend(conn, ["c"])
                 assert [e.body_as_str() for e in await second.wait_events(3)] == ["a", "b", "c"]
 
@@ -178,11 +177,11 @@ async def test_restart_with_data_dir_keeps_every_event(tmp_path: Path) -> None:
         async with EventHubProducerClient.from_connection_string(conn) as producer:
             await _send(producer, [f"a{i}" for i in range(20)], partition_id="0")
             await _send(producer, [f"b{i}" for i in range(5)], partition_key="k")
-            before = [await producer.get_partition_properties(p) for p in "01"]
+            before = await asyncio.gather(*(producer.get_partition_properties(p) for p in "01"))
     async with Emulator(hubs={HUB: 2}, data_dir=tmp_path, port=port) as emulator:
         conn = emulator.connection_string(HUB)
         async with EventHubProducerClient.from_connection_string(conn) as producer:
-            after = [await producer.get_partition_properties(p) for p in "01"]
+            after = await asyncio.gather(*(producer.get_partition_properties(p) for p in "01"))
             assert after == before
             await _send(producer, ["after-restart"], partition_id="0")
         async with AioReceiver(conn, "0", starting_position="-1") as receiver:
@@ -190,3 +189,16 @@ async def test_restart_with_data_dir_keeps_every_event(tmp_path: Path) -> None:
         assert got[-1].body_as_str() == "after-restart"
         assert got[-1].sequence_number == after[0]["last_enqueued_sequence_number"] + 1
         assert int(got[-1].offset) > int(after[0]["last_enqueued_offset"])
+
+
+async def test_verify_tokens_checks_the_sas_key() -> None:
+    from azure.eventhub.exceptions import AuthenticationError
+
+    async with Emulator(hubs={HUB: 1}, verify_tokens=True, shared_access_key="s3cret") as emulator:
+        conn = emulator.connection_string(HUB)
+        async with EventHubProducerClient.from_connection_string(conn) as producer:
+            assert (await producer.get_eventhub_properties())["eventhub_name"] == HUB
+        wrong = conn.replace("SharedAccessKey=s3cret", "SharedAccessKey=guess")
+        async with EventHubProducerClient.from_connection_string(wrong, retry_total=0) as producer:
+            with pytest.raises(AuthenticationError):
+                await producer.send_event(EventData("x"))
