@@ -27,6 +27,7 @@ MAX_MESSAGE_SIZE = 1024 * 1024
 INCOMING_CREDIT = 5000
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 DELIVERY_BATCH = 256
+DELIVERY_BYTES = 1024 * 1024
 
 
 class Link:
@@ -288,6 +289,7 @@ class ConsumerLink(Link):
                 if self.runtime_metrics:
                     last_seq, last_off, last_ms = part.last_enqueued()
                     metrics = msg.runtime_metrics(last_seq, last_off, last_ms, now_ms())
+                size = 0
                 for i in range(self.cursor, self.cursor + n):
                     payload = data[i]
                     if self.runtime_metrics:
@@ -295,6 +297,10 @@ class ConsumerLink(Link):
                         payload = payload[:d] + metrics + payload[d:]
                     frames.extend(fr.transfer_frames(channel, handle, s.take_delivery_id(), payload, False,
                                                      max_frame))
+                    size += len(payload)
+                    if size >= DELIVERY_BYTES:  # bound what one write holds in memory
+                        n = i - self.cursor + 1
+                        break
                 self.cursor += n
                 self.credit -= n
                 self.delivery_count = (self.delivery_count + n) & 0xFFFFFFFF
