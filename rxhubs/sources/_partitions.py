@@ -270,6 +270,19 @@ class PartitionStream(Observable[EventBatch]):
         self._on_finished(self)
 
 
+def drain_timeout(ownership_expiration: float) -> float:
+    """How long a revoked partition waits for its batches in flight before closing anyway.
+
+    The loop keeps renewing a partition while it drains, so waiting costs only the newcomer's patience; a
+    slow sink (a Spark job starting its JVM) must not turn a clean handover into duplicates. The bound is
+    there for a sink that never acknowledges.
+    """
+    return max(_MIN_DRAIN, 2 * ownership_expiration)
+
+
+_MIN_DRAIN = 60.0
+
+
 def _pick(option: StartOption, partition_id: str) -> Position | None:
     if option is None or isinstance(option, Position):
         return option
@@ -368,7 +381,7 @@ class _Consumer:
             source=source,
             session=PartitionSession(context),
             scheduler=self.scheduler,
-            drain_timeout=self.loop.settings.ownership_expiration,
+            drain_timeout=drain_timeout(self.loop.settings.ownership_expiration),
             on_finished=self._stream_finished,
             on_reader_error=self._reader_error,
         )

@@ -95,6 +95,7 @@ class MarbleTest:
         self.scheduler = TestScheduler()
         self.subscribed = SUBSCRIBED
         self._started = False
+        self._peers: list[Peer] = []
 
     # -- time ----------------------------------------------------------------------------------------------
     def now(self) -> dt.datetime:
@@ -175,6 +176,7 @@ class MarbleTest:
         (``load_balancing_interval``, ``ownership_expiration``, ...); what it reads is in :attr:`Peer.batches`.
         """
         peer = Peer(self, hub, store, owner_id, consumer_group, options)
+        self._peers.append(peer)
         for index, char in enumerate(_ticks(diagram)):
             if char in "jsx":
                 self.at(index, {"j": peer.join, "s": peer.stop, "x": peer.crash}[char])
@@ -246,10 +248,15 @@ class MarbleTest:
     def start(
         self, observable: Observable[Any] | Callable[[], Observable[Any]], *, disposed: float = DISPOSED
     ) -> list[Recorded[Any]]:
-        """Create at 100, subscribe at 200, dispose at ``disposed``; return the recorded notifications."""
+        """Create at 100, subscribe at 200, dispose at ``disposed``; return the recorded notifications.
+
+        Peers still running at ``disposed`` stop then too, so the virtual clock can run out of work.
+        """
         if self._started:
             raise RuntimeError("start() runs the scheduler once per marble test")
         self._started = True
+        for peer in self._peers:
+            self.scheduler.schedule_absolute(disposed, lambda *_, p=peer: p.stop())
         create = observable if callable(observable) and not isinstance(observable, Observable) else None
 
         def factory() -> Observable[Any]:
