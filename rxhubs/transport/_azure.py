@@ -4,8 +4,9 @@ How a receiver works (see ``docs/transport.md`` for the measurements behind it):
 
 - Each receiver owns one ``EventHubConsumerClient`` and, from its first pull, one task running the SDK's
   ``receive_batch`` for its partition. The SDK's callback converts each batch to :class:`~rxhubs.Event` and
-  puts it in a small bounded buffer (a few SDK batches); when the buffer is full the callback waits, the SDK
-  stops reading the socket, and the service stops sending: memory stays bounded.
+  puts it in a bounded buffer (under ``2 x prefetch`` events); when it is full the callback waits, the SDK
+  stops reading the socket once its own buffer passes one batch, and the service stops sending: a receiver
+  holds at most about ``4 x prefetch`` events however slowly it is pulled.
 - ``receive_batch(max_count, max_wait)`` waits for the first buffered event or ``max_wait``, then returns
   what is buffered, up to ``max_count`` (SDK batches are split and merged as needed).
 - The SDK's traps are closed off. After a steal or any error that exhausted its retries, the SDK would
@@ -93,8 +94,6 @@ CLIENT_OPTIONS = frozenset(
 # The SDK re-attaches a failed partition every load-balancing interval, from the original position. A receiver
 # never wants that: it cancels the SDK task on the first error anyway, and this makes sure it never happens.
 _NEVER_REBALANCE = 10 * 24 * 3600.0
-# SDK batches buffered per receiver before the SDK callback waits (and so the SDK stops reading).
-_BUFFERED_BATCHES = 4
 # Upper bound on each step of closing a receiver (normally milliseconds).
 _CLOSE_STEP_TIMEOUT = 5.0
 
@@ -103,31 +102,42 @@ _SEQ = b"x-opt-sequence-number"
 _OFFSET = b"x-opt-offset"
 _ENQUEUED = b"x-opt-enqueued-time"
 _PKEY = b"x-opt-partition-key"
+_DATA = AmqpMessageBodyType.DATA
+_fromtimestamp = _dt.datetime.fromtimestamp
 
 
 # -- conversion ------------------------------------------------------------------------------------------------
 
 
-def _text(value: Any) -> Any:
-    """Bytes that are UTF-8 become str (the AMQP stack hands strings back as bytes); anything else is kept."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    return value
+# Decoded names of the keys seen most (system properties repeat on every event).
+_KEY_CACHE: dict[bytes, str] = {}
 
 
-def _key(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+def _str_map(items: Mapping[Any, Any]) -> dict[str, Any]:
+    """Keys to str; bytes values to str when they are UTF-8 (the AMQP stack hands strings back as bytes)."""
+    out: dict[str, Any] = {}
+    for key, value in items.items():
+        if key.__class__ is bytes:
+            name = _KEY_CACHE.get(key)
+            if name is None:
+                name = key.decode("utf-8", "replace")
+                if len(_KEY_CACHE) < 1024:
+                    _KEY_CACHE[key] = name
+        else:
+            name = key if key.__class__ is str else str(key)
+        if value.__class__ is bytes:
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        out[name] = value
+    return out
 
 
 def _body_bytes(raw: Any) -> bytes:
     body_type = raw.body_type
     body = raw.body
-    if body_type == AmqpMessageBodyType.DATA:
+    if body_type is _DATA:
         return b"".join(body)
     if isinstance(body, bytes):
         return body
@@ -166,17 +176,17 @@ def event_from_sdk(event: EventData) -> Event:
     return Event(
         body=_body_bytes(raw),
         sequence_number=int(annotations[_SEQ]),
-        offset=offset.decode("ascii") if isinstance(offset, bytes) else str(offset),
+        offset=offset.decode("ascii") if offset.__class__ is bytes else str(offset),
         enqueued_time=(
-            _dt.datetime.fromtimestamp(enqueued / 1000, UTC)
-            if isinstance(enqueued, int | float)
+            _fromtimestamp(enqueued / 1000, UTC)
+            if enqueued.__class__ is int or isinstance(enqueued, int | float)
             else enqueued
             if isinstance(enqueued, _dt.datetime)
             else _dt.datetime.fromtimestamp(0, UTC)
         ),
-        partition_key=None if key is None else _key(key),
-        properties={_key(k): _text(v) for k, v in app.items()} if app else {},
-        system_properties={_key(k): _text(v) for k, v in event.system_properties.items()},
+        partition_key=None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key),
+        properties=_str_map(app) if app else {},
+        system_properties=_str_map(event.system_properties),
     )
 
 
@@ -272,6 +282,11 @@ class EventHub:
     themselves with those retry settings, and fail at once on a non-retriable one (an unknown hub, bad
     credentials) instead of backing off first as the SDK does.
 
+    ``track_last_enqueued_event_properties`` (default True) makes receivers report the partition's newest
+    event with every delivery (:attr:`PartitionReceiver.last_enqueued_event_properties`, for lag). It costs
+    the SDK about a quarter of its receive throughput (it decodes extra annotations on every event); turn it
+    off when lag is read another way (:meth:`get_partition_properties`).
+
     Args:
         fully_qualified_namespace: ``<namespace>.servicebus.windows.net`` (or ``host:port`` for an emulator).
         eventhub_name: The event hub.
@@ -360,6 +375,11 @@ class EventHub:
         emulator: bool,
         options: dict[str, Any],
     ) -> None:
+        options = dict(options)
+        track = options.pop("track_last_enqueued_event_properties", True)
+        if not isinstance(track, bool):
+            raise ConfigurationError(f"track_last_enqueued_event_properties must be a bool, got {track!r}")
+        self._track_last_enqueued = track
         unknown = sorted(set(options) - CLIENT_OPTIONS)
         if unknown:
             raise ConfigurationError(
@@ -559,7 +579,7 @@ class EventHub:
             owner_level: Owner level (epoch) for an exclusive reader; a reader with a higher one takes the
                 partition and this one raises :class:`~rxhubs.errors.OwnershipLostError`.
             prefetch: Events the SDK asks the service for ahead of time (the AMQP link credit). Also the SDK
-                batch size; the receiver buffers at most a few such batches.
+                batch size; the receiver buffers fewer than ``2 x prefetch`` converted events.
 
         Raises:
             ConfigurationError: Bad arguments (wrong types, a start that is not a :class:`~rxhubs.Position`).
@@ -707,6 +727,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._prefetch = prefetch
         self._high_water = _high_water(start)
         self._chunks: deque[tuple[list[Event], LastEnqueuedEventProperties | None]] = deque()
+        self._buffered = 0  # events in _chunks; the SDK callback waits while it is >= prefetch
         self._error: RxHubsError | None = None
         self._data = asyncio.Event()  # set when a chunk, an error or close arrives
         self._space = asyncio.Event()  # set when the buffer has room (or we are stopping)
@@ -765,6 +786,7 @@ class AzurePartitionReceiver(ReceiverBase):
                 chunks[0] = (events[need:], last_enqueued)
             if last_enqueued is not None:
                 self._last_enqueued = last_enqueued
+        self._buffered -= len(out)
         self._space.set()
         return out
 
@@ -803,7 +825,7 @@ class AzurePartitionReceiver(ReceiverBase):
                 max_wait_time=None,
                 prefetch=self._prefetch,
                 owner_level=self._owner_level,
-                track_last_enqueued_event_properties=True,
+                track_last_enqueued_event_properties=self._hub._track_last_enqueued,
                 on_error=self._on_error,
                 on_partition_close=self._on_partition_close,
             )
@@ -826,7 +848,7 @@ class AzurePartitionReceiver(ReceiverBase):
     async def _on_batch(self, partition_context: Any, batch: list[EventData]) -> None:
         if not batch:
             return
-        while len(self._chunks) >= _BUFFERED_BATCHES and not self._stopping:
+        while self._buffered >= self._prefetch and not self._stopping:
             self._space.clear()
             await self._space.wait()
         if self._stopping or self._error is not None:
@@ -847,6 +869,7 @@ class AzurePartitionReceiver(ReceiverBase):
             return
         self._high_water = high
         self._chunks.append((events, _last_enqueued(partition_context.last_enqueued_event_properties)))
+        self._buffered += len(events)
         self._data.set()
 
     async def _on_error(self, partition_context: Any, error: Exception) -> None:
@@ -869,6 +892,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._error = error
         if isinstance(error, OwnershipLostError):
             self._chunks.clear()  # the new owner reads these; handing them out would process them twice
+            self._buffered = 0
         _log.info("%s", error)
         task = self._task
         if task is not None and not task.done() and task is not asyncio.current_task():
@@ -893,6 +917,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._space.set()
         self._data.set()
         self._chunks.clear()
+        self._buffered = 0
         try:
             await self._stop_sdk()
         finally:

@@ -239,7 +239,7 @@ async def test_buffer_stays_bounded_when_nobody_pulls(hub: EventHub) -> None:
         await asyncio.sleep(1.0)  # the SDK would read all 400 in this time if nothing held it back
         assert isinstance(r, AzurePartitionReceiver)
         buffered = sum(len(events) for events, _ in r._chunks)
-        assert buffered <= 4 * 10
+        assert buffered < 2 * 10
         rest = await drain(r, 399, max_count=50)
     assert seqs(rest) == list(range(1, 400))
 
