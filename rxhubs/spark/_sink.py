@@ -9,8 +9,9 @@ How it works, per subscription:
 - One write runs at a time, in order: convert (Arrow -> DataFrame), ``transform``, ``writer``. Under an
   asyncio scheduler the whole job runs on a worker thread (one dedicated thread per subscription unless an
   ``executor`` is given) and its outcome comes back on the event loop, so every partition keeps receiving
-  meanwhile, up to the sources' ``max_inflight`` bound. Under other schedulers (``TestScheduler``) the job
-  runs inline as a scheduled action.
+  meanwhile, up to the sources' ``max_inflight`` bound; the next sealed micro-batch, if any, is converted
+  on a second thread during the write. Under other schedulers (``TestScheduler``) the job runs inline as a
+  scheduled action.
 - After the write returned, the micro-batch's batches are emitted downstream in arrival order (so in order
   per partition), then acknowledged, which lets their sources pull more.
 - A failed write is retried ``retries`` times with backoff (on the pipeline's scheduler), then the stream
@@ -103,7 +104,8 @@ def write(
             an :class:`~rxhubs.errors.RxHubsError` that is not ``retriable`` from the writer skips retries.
         convert: Replaces the conversion ``batches -> DataFrame``; the writer then receives what it returns.
             ``rxhubs.spark.to_arrow`` gives a ``pyarrow.Table`` (no Spark needed; tests use it), ``list``
-            the batches themselves.
+            the batches themselves. Under asyncio it may run on a second thread while the previous
+            micro-batch is written.
         executor: Where the blocking job runs under an asyncio scheduler: a
             ``concurrent.futures.Executor`` (default: one dedicated thread per subscription). Or a function
             ``job -> Observable`` that runs ``job()`` and emits its result once, subscribed on the
