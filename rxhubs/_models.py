@@ -96,6 +96,11 @@ class LastEnqueuedEventProperties:
         offset: Its offset.
         enqueued_time: When it was enqueued.
         retrieval_time: When this information was read.
+
+    Example:
+        >>> last = LastEnqueuedEventProperties(1041, "98304", None, None)
+        >>> last.sequence_number - 1000  # lag behind a consumer at sequence number 1000
+        41
     """
 
     sequence_number: int
@@ -125,7 +130,12 @@ class PartitionProperties:
 
 @dataclass(frozen=True, slots=True)
 class EventHubProperties:
-    """An event hub's name, creation time and partition ids."""
+    """An event hub's name, creation time and partition ids.
+
+    Example:
+        >>> EventHubProperties("telemetry", None, ("0", "1")).partition_ids
+        ('0', '1')
+    """
 
     name: str
     created_at: _dt.datetime | None
@@ -138,6 +148,11 @@ class Ack:
     Asynchronous operators (the checkpoint and Spark operators) call :meth:`EventBatch.hold` when they take
     a batch and the returned ``Ack`` once they are done with it; the partition source pulls more only while
     fewer than ``max_inflight`` of its batches are held.
+
+    Example:
+        >>> def on_next(batch):  # in an operator that finishes batches later  # doctest: +SKIP
+        ...     ack = batch.hold()
+        ...     loop.call_later(1.0, ack)  # one second later the source may pull again
     """
 
     __slots__ = ("_done", "_lease")
@@ -347,6 +362,10 @@ class CloseReason(enum.Enum):
 
     ``SHUTDOWN``: this consumer stopped (disposed, interrupted, completed).
     ``OWNERSHIP_LOST``: another consumer took the partition, or this one handed it over.
+
+    Example:
+        >>> CloseReason.OWNERSHIP_LOST.value
+        'ownership_lost'
     """
 
     SHUTDOWN = "shutdown"

@@ -79,6 +79,13 @@ def symbols() -> Callable[[Observable[EventBatch]], Observable[str]]:
 
         batches:  -[a]--[b,c]---[d]-|
         symbols:  -a----bc------d---|
+
+    Example:
+        >>> import rxhubs
+        >>> with marble_test() as t:
+        ...     hub = t.hub({"0": "--xy"})
+        ...     t.start(rxhubs.partition_batches(hub, "0").pipe(symbols())) == t.exp("--xy")
+        True
     """
     return ops.map(to_symbols)
 
@@ -88,6 +95,13 @@ class MarbleTest:
 
     Create it with :func:`marble_test`. ``scheduler`` is a ``TestScheduler`` at virtual time 0; the
     pipeline given to :meth:`start` is created at 100, subscribed at 200 and disposed at 1000.
+
+    Example:
+        >>> import rxhubs
+        >>> with marble_test() as t:
+        ...     hub = t.hub({"0": "-a-b"})
+        ...     t.start(rxhubs.partition_batches(hub, "0").pipe(symbols())) == t.exp("-a-b")
+        True
     """
 
     def __init__(self, timespan: float = 1.0) -> None:
@@ -305,7 +319,18 @@ class _CrashableStore:
 
 
 class Peer:
-    """Another consumer in a marble test (see :meth:`MarbleTest.peer`)."""
+    """Another consumer in a marble test (see :meth:`MarbleTest.peer`).
+
+    Example:
+        >>> import rxhubs
+        >>> with marble_test() as t:
+        ...     hub, store = t.hub({"0": "-a", "1": "-b"}), t.store()
+        ...     peer = t.peer(hub, store, "j", owner_id="peer", load_balancing_interval=1.0)
+        ...     owners = t.ownership_at(hub, store, 5)
+        ...     _ = t.start(rxhubs.consume(hub, "$Default", store, owner_id="me", load_balancing_interval=1.0))
+        ...     sorted(owners.values())
+        ['me', 'peer']
+    """
 
     def __init__(
         self,
@@ -350,7 +375,16 @@ class Peer:
 
 
 class MarbleSink:
-    """A sink operator for marble tests: records what it wrote, fails at the marked ticks."""
+    """A sink operator for marble tests: records what it wrote, fails at the marked ticks.
+
+    Example:
+        >>> import rxhubs
+        >>> with marble_test() as t:
+        ...     sink = t.sink("---#")
+        ...     records = t.start(rxhubs.partition_batches(t.hub({"0": "-a-b"}), "0").pipe(sink))
+        ...     sink.symbols, records[-1].value.kind
+        (['a'], 'E')
+    """
 
     def __init__(self, test: MarbleTest, failing: set[int]) -> None:
         self.test = test

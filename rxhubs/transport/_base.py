@@ -90,7 +90,16 @@ class PartitionReceiver(Protocol):
 
 @runtime_checkable
 class Hub(Protocol):
-    """One event hub: its identity, its partitions, and receivers for them."""
+    """One event hub: its identity, its partitions, and receivers for them.
+
+    ``rxhubs.EventHub`` (Azure, through azure-eventhub) and ``rxhubs.testing.InMemoryEventHub`` implement it;
+    so can a wrapper of your own.
+
+    Example:
+        >>> from rxhubs.testing import InMemoryEventHub
+        >>> isinstance(InMemoryEventHub(partition_count=2), Hub)
+        True
+    """
 
     @property
     def fully_qualified_namespace(self) -> str: ...
