@@ -113,7 +113,7 @@ def render() -> str:
             out += ["", _summary(obj), ""]
             members = _members(obj)
             if members:
-                out += members + [""]
+                out += [*members, ""]
     return "\n".join(out).rstrip() + "\n"
 
 
