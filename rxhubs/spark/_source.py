@@ -1,0 +1,498 @@
+"""A Spark Structured Streaming source for Event Hubs on Spark's Python Data Source API (Spark >= 4.2).
+
+Spark drives: the driver plans micro-batches as ranges of sequence numbers per partition and keeps them in
+its checkpoint location (offsets log, then commits log); executors pull exactly those ranges with a
+:class:`~rxhubs.transport.PartitionReceiver`. A range read twice gives the same rows, so a query replayed
+after a crash writes the same data again, and file sinks stay exactly-once.
+
+**Offsets** are JSON objects mapping each partition id to the *next sequence number to read* in it, e.g.
+``{"0": 1200, "1": 1187}``: the micro-batch ``(start, end]`` holds, for every partition ``p``, the events
+with ``start[p] <= sequenceNumber < end[p]``.
+
+Options (names as in the azure-event-hubs-spark connector where they overlap; case-insensitive):
+
+- ``connectionString`` (required): an Event Hubs connection string (``EntityPath`` or ``eventHubName``).
+- ``eventHubName``: the hub, when the connection string has no ``EntityPath``.
+- ``consumerGroup`` (default ``$Default``): the group to receive with, and whose checkpoints are used.
+- ``startingPosition`` (default ``latest``): ``earliest``, ``latest``, or a JSON object mapping partition ids
+  to the next sequence number to read (or to ``"earliest"``/``"latest"``); partitions it leaves out start
+  at ``earliest``. Used only when a query starts without a Spark checkpoint.
+- ``checkpointStore``: an rxhubs checkpoint store URL (``sqlite:///path``, ``blob://container``); a new query
+  starts just after the group's checkpoints there (``startingPosition`` for partitions without one), and
+  :meth:`EventHubsStreamReader.commit` writes each committed range end back. Spark calls ``commit`` when it
+  plans the *next* micro-batch, so these checkpoints lag Spark's own by one batch.
+- ``maxEventsPerTrigger``: at most this many events per micro-batch, spread over the partitions.
+- ``prefetch`` (default 1000): the receivers' prefetch (AMQP credit) on executors.
+- ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing.
+
+Example:
+    >>> import rxhubs.spark
+    >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
+    >>> df = (spark.readStream.format("eventhubs")  # doctest: +SKIP
+    ...       .option("connectionString", conn_str).option("startingPosition", "earliest").load())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows
+
+from rxhubs._models import EventBatch, PartitionContext, PartitionProperties, Position
+from rxhubs.errors import ConfigurationError, RxHubsError
+from rxhubs.spark._arrow import to_arrow
+from rxhubs.spark._schema import SCHEMA
+from rxhubs.transport._connection_string import parse_connection_string, redact
+
+if TYPE_CHECKING:
+    from rxhubs.stores import CheckpointStore
+    from rxhubs.transport._azure import EventHub
+
+try:  # Spark >= 4.2: availableNow honours maxEventsPerTrigger through this mixin
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
+except ImportError:  # pragma: no cover - older Spark: availableNow reads everything in one batch
+    _AvailableNow = object  # type: ignore[assignment,misc]
+
+__all__ = ["EventHubsDataSource", "EventHubsStreamReader", "SequenceRange", "register_source"]
+
+_log = logging.getLogger("rxhubs.spark.source")
+
+#: Events asked of a receiver per pull, and rows per Arrow record batch handed to Spark.
+_PULL = 10_000
+_DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60"}
+_KNOWN = {
+    "connectionstring",
+    "eventhubname",
+    "consumergroup",
+    "startingposition",
+    "checkpointstore",
+    "maxeventspertrigger",
+    "prefetch",
+    "receivetimeout",
+    "path",
+}
+
+Offset = dict[str, int]
+
+
+class SequenceRange(InputPartition):
+    """One Spark input partition: the events of one Event Hubs partition with ``start <= seq < end``.
+
+    Example:
+        >>> SequenceRange("0", 10, 20)
+        SequenceRange(partition='0', start=10, end=20)
+    """
+
+    def __init__(self, partition: str, start: int, end: int) -> None:
+        super().__init__((partition, start, end))
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"SequenceRange(partition={self.partition!r}, start={self.start}, end={self.end})"
+
+
+class _Options:
+    """The source's options, validated; ``repr`` never shows the connection string."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        opts = {str(k).lower(): str(v) for k, v in raw.items()}
+        unknown = sorted(set(opts) - _KNOWN)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown eventhubs source option(s) {', '.join(map(repr, unknown))}; known: connectionString, "
+                "eventHubName, consumerGroup, startingPosition, checkpointStore, maxEventsPerTrigger, prefetch, "
+                "receiveTimeout"
+            )
+        opts = {**_DEFAULTS, **opts}
+        conn = opts.get("connectionstring")
+        if not conn:
+            raise ConfigurationError("the eventhubs source needs option('connectionString', ...)")
+        self.connection_string = conn
+        parsed = parse_connection_string(conn, opts.get("eventhubname") or None)
+        if parsed.eventhub_name is None:
+            raise ConfigurationError(
+                "no event hub name: add EntityPath=<hub> to the connection string or option('eventHubName', ...)"
+            )
+        self.namespace = parsed.fully_qualified_namespace
+        self.eventhub_name = parsed.eventhub_name
+        self.consumer_group = opts["consumergroup"]
+        self.starting_position = opts["startingposition"].strip()
+        self.checkpoint_store = opts.get("checkpointstore") or None
+        self.max_events = _positive_int(opts, "maxeventspertrigger", "maxEventsPerTrigger", None)
+        self.prefetch = _positive_int(opts, "prefetch", "prefetch", 1000)
+        try:
+            self.receive_timeout = float(opts["receivetimeout"])
+        except ValueError:
+            raise ConfigurationError(f"receiveTimeout must be seconds (> 0), got {opts['receivetimeout']!r}") from None
+        if not self.receive_timeout > 0:
+            raise ConfigurationError(f"receiveTimeout must be seconds (> 0), got {opts['receivetimeout']!r}")
+        self.starting_map = _starting_map(self.starting_position)
+
+    def __repr__(self) -> str:
+        return f"_Options(namespace={self.namespace!r}, eventhub_name={self.eventhub_name!r})"
+
+    def hub(self) -> EventHub:
+        from rxhubs.transport._azure import EventHub
+
+        return EventHub.from_connection_string(
+            self.connection_string, self.eventhub_name, track_last_enqueued_event_properties=False
+        )
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.connection_string)
+
+
+def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | None) -> int | None:
+    if key not in opts:
+        return default
+    try:
+        value = int(opts[key])
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigurationError(f"{name} must be an integer >= 1, got {opts[key]!r}")
+    return value
+
+
+def _starting_map(text: str) -> dict[str, int | str] | None:
+    """``None`` for earliest/latest; else the per-partition map, checked."""
+    if text.lower() in ("earliest", "latest"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            "startingPosition must be earliest, latest or a JSON object of partition id -> next sequence number"
+        )
+    out: dict[str, int | str] = {}
+    for key, seq in value.items():
+        if isinstance(seq, str) and seq.lower() in ("earliest", "latest"):
+            out[str(key)] = seq.lower()
+        elif isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
+            out[str(key)] = seq
+        else:
+            raise ConfigurationError(
+                f"startingPosition for partition {key!r} must be a sequence number >= 0, earliest or latest"
+            )
+    return out
+
+
+def _first(props: PartitionProperties) -> int:
+    """The first sequence number still retained (the next one to be enqueued when the partition is empty)."""
+    return props.last_enqueued_sequence_number + 1 if props.is_empty else props.beginning_sequence_number
+
+
+def _next(props: PartitionProperties) -> int:
+    """The sequence number the next enqueued event will get."""
+    return props.last_enqueued_sequence_number + 1
+
+
+def spread(start: Mapping[str, int], latest: Mapping[str, int], max_rows: int) -> Offset:
+    """``latest`` capped so that at most ``max_rows`` events lie between ``start`` and it, shared fairly.
+
+    Each partition gets an equal share; what a partition with less data leaves over goes to the others
+    (water filling); leftover single events go to the partitions with the most data waiting.
+
+    Example:
+        >>> spread({"0": 0, "1": 0}, {"0": 100, "1": 3}, 10)
+        {'0': 7, '1': 3}
+    """
+    waiting = {p: max(0, latest[p] - start.get(p, latest[p])) for p in latest}
+    take = dict.fromkeys(latest, 0)
+    budget = max_rows
+    open_ = sorted((p for p in waiting if waiting[p] > 0), key=lambda p: (waiting[p], p))
+    while open_ and budget > 0:
+        share = budget // len(open_)
+        if share == 0:
+            for p in sorted(open_, key=lambda p: (-(waiting[p] - take[p]), p))[:budget]:
+                take[p] += 1
+            budget = 0
+            break
+        remaining = []
+        for p in open_:
+            step = min(share, waiting[p] - take[p])
+            take[p] += step
+            budget -= step
+            if take[p] < waiting[p]:
+                remaining.append(p)
+        open_ = remaining
+    return {p: start.get(p, latest[p]) + take[p] for p in latest}
+
+
+class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
+    """Plans micro-batches as sequence-number ranges per partition and reads them on executors.
+
+    Spark creates it through :meth:`EventHubsDataSource.streamReader`; you do not build one yourself. The
+    driver side (offsets, planning, commit) keeps one event loop and one hub connection, opened on first
+    use; :meth:`read` runs in executor workers, each with its own loop, hub and receiver.
+
+    Example:
+        >>> reader = EventHubsDataSource({"connectionString": conn_str}).streamReader(None)  # doctest: +SKIP
+        >>> reader.initialOffset()  # doctest: +SKIP
+        {'0': 120, '1': 118}
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._options = _Options(options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hub: EventHub | None = None
+        self._store: CheckpointStore | None = None
+        self._target: Offset | None = None
+        self._committed: Offset = {}
+
+    def __repr__(self) -> str:
+        return f"EventHubsStreamReader({self._options.namespace!r}, {self._options.eventhub_name!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Shipped to executors for read(): options only, never the driver's loop, connections or store.
+        return {"_options": self._options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._options = state["_options"]
+        self._loop = None
+        self._hub = None
+        self._store = None
+        self._target = None
+        self._committed = {}
+
+    # -- driver side -----------------------------------------------------------------------------------------
+
+    def _run(self, coro: Any) -> Any:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        try:
+            return self._loop.run_until_complete(coro)
+        except RxHubsError as exc:
+            raise type(exc)(self._options.redact(str(exc))) from None
+
+    def _driver_hub(self) -> EventHub:
+        if self._hub is None:
+            self._hub = self._options.hub()
+        return self._hub
+
+    async def _properties(self) -> dict[str, PartitionProperties]:
+        hub = self._driver_hub()
+        ids = await hub.get_partition_ids()
+        props = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
+        return {p.partition_id: p for p in props}
+
+    def _checkpoint_store(self) -> CheckpointStore | None:
+        if self._store is None and self._options.checkpoint_store:
+            from rxhubs.stores import from_url
+
+            self._store = from_url(self._options.checkpoint_store)
+        return self._store
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+        """Where a new query starts: stored checkpoints, else ``startingPosition``; see the module docs."""
+        props = self._run(self._properties())
+        opts = self._options
+        offset: Offset = {}
+        for pid, p in props.items():
+            choice: int | str = opts.starting_position.lower() if opts.starting_map is None else "earliest"
+            if opts.starting_map is not None and pid in opts.starting_map:
+                choice = opts.starting_map[pid]
+            if choice == "earliest":
+                offset[pid] = _first(p)
+            elif choice == "latest":
+                offset[pid] = _next(p)
+            else:
+                assert isinstance(choice, int)
+                offset[pid] = min(max(choice, _first(p)), _next(p))
+        store = self._checkpoint_store()
+        if store is not None:
+            checkpoints = self._run(store.list_checkpoints(opts.namespace, opts.eventhub_name, opts.consumer_group))
+            for cp in checkpoints:
+                if cp.partition_id in props:
+                    p = props[cp.partition_id]
+                    offset[cp.partition_id] = min(max(cp.sequence_number + 1, _first(p)), _next(p))
+                    self._committed[cp.partition_id] = cp.sequence_number + 1
+        _log.info("eventhubs source %r starts at %s", opts.eventhub_name, offset)
+        return offset
+
+    def _latest(self) -> Offset:
+        return {pid: _next(p) for pid, p in self._run(self._properties()).items()}
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        """Fix the end of an availableNow query: the partitions' ends now; later events are left for later."""
+        self._target = self._latest()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
+        """``ReadMaxRows(maxEventsPerTrigger)`` when that option is set, else ``ReadAllAvailable()``."""
+        if self._options.max_events is not None:
+            return ReadMaxRows(self._options.max_events)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        """The end of the next micro-batch: the partitions' ends, capped by availableNow and ``limit``.
+
+        A partition that appeared since ``start`` enters at its first retained event (with no events in this
+        batch), so the next batch reads it from there.
+        """
+        latest = self._latest()
+        if self._target is not None:
+            latest = {p: min(v, self._target.get(p, v)) for p, v in latest.items()}
+        starts = {p: int(start[p]) if p in start else v for p, v in latest.items()}
+        latest = {p: max(v, starts[p]) for p, v in latest.items()}  # never move back (retention, a new hub)
+        for p in start:  # a partition that disappeared keeps its offset
+            latest.setdefault(p, int(start[p]))
+            starts.setdefault(p, int(start[p]))
+        new = [p for p in latest if p not in start]
+        if new:
+            props = self._run(self._properties())
+            for p in new:
+                starts[p] = latest[p] = _first(props[p]) if p in props else latest[p]
+        waiting = sum(latest[p] - starts[p] for p in latest)
+        if isinstance(limit, ReadMaxRows):
+            return spread(starts, latest, limit.max_rows)
+        if isinstance(limit, ReadMinRows) and waiting < limit.min_rows:
+            return starts
+        return latest
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
+        """One :class:`SequenceRange` per Event Hubs partition with events between ``start`` and ``end``."""
+        ranges = []
+        for pid in sorted(end, key=lambda p: (len(p), p)):
+            first = int(start.get(pid, end[pid]))
+            if int(end[pid]) > first:
+                ranges.append(SequenceRange(pid, first, int(end[pid])))
+        return ranges
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Write ``end`` (minus one: the last event done) to ``checkpointStore`` for the partitions it moved.
+
+        Spark calls it when it plans the next micro-batch, so these checkpoints lag Spark's by one batch:
+        other consumers reading them may re-read at most that batch.
+        """
+        store = self._checkpoint_store()
+        if store is None:
+            return
+        from rxhubs._models import Checkpoint
+
+        opts = self._options
+        for pid, nxt in sorted(end.items()):
+            nxt = int(nxt)
+            if nxt > 0 and self._committed.get(pid) != nxt:
+                checkpoint = Checkpoint(opts.namespace, opts.eventhub_name, opts.consumer_group, pid, None, nxt - 1)
+                self._run(store.update_checkpoint(checkpoint))
+                self._committed[pid] = nxt
+
+    def stop(self) -> None:
+        """Close the driver's hub connection, checkpoint store and event loop."""
+        loop, hub, store = self._loop, self._hub, self._store
+        self._loop = self._hub = self._store = None
+        if loop is None:
+            return
+        try:
+            if hub is not None:
+                loop.run_until_complete(hub.close())
+            close = getattr(store, "close", None)
+            if close is not None:
+                loop.run_until_complete(close())
+        except Exception as exc:  # stopping must not fail the query's shutdown
+            _log.debug("closing the eventhubs source failed: %s", self._options.redact(str(exc)))
+        finally:
+            loop.close()
+
+    # -- executor side ---------------------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Pull the events of one :class:`SequenceRange` and yield them as Arrow record batches.
+
+        Starts a receiver at ``Position.from_sequence_number(start, inclusive=True)`` and stops once an event
+        at or beyond ``end - 1`` arrived (events from ``end`` on are dropped), so a range gives the same rows
+        on every run. A gap (events already removed by retention) is skipped.
+
+        Raises:
+            RxHubsError: No event arrived for ``receiveTimeout`` seconds before the range was complete.
+        """
+        assert isinstance(partition, SequenceRange)
+        opts = self._options
+        loop = asyncio.new_event_loop()
+        hub = opts.hub()
+        context = PartitionContext(opts.namespace, opts.eventhub_name, opts.consumer_group, partition.partition)
+        receiver = hub.receiver(
+            partition.partition,
+            opts.consumer_group,
+            start=Position.from_sequence_number(partition.start, inclusive=True),
+            prefetch=min(opts.prefetch or 1000, max(1, partition.end - partition.start)),
+        )
+        try:
+            position = partition.start
+            while position < partition.end:
+                want = min(_PULL, partition.end - position)
+                try:
+                    events = loop.run_until_complete(receiver.receive_batch(want, max_wait=opts.receive_timeout))
+                except RxHubsError as exc:
+                    raise type(exc)(opts.redact(str(exc))) from None
+                if not events:
+                    raise RxHubsError(
+                        f"partition {partition.partition!r} of {opts.eventhub_name!r}: no event for "
+                        f"{opts.receive_timeout:g} s at sequence number {position} (range {partition.start}.."
+                        f"{partition.end - 1}); raise receiveTimeout if the hub is slow"
+                    )
+                kept = [e for e in events if position <= e.sequence_number < partition.end]
+                position = max(position, events[-1].sequence_number + 1)
+                if kept:
+                    yield from to_arrow(EventBatch(context, tuple(kept))).to_batches()
+        finally:
+            try:
+                loop.run_until_complete(receiver.close())
+                loop.run_until_complete(hub.close())
+            finally:
+                loop.close()
+
+
+class EventHubsDataSource(DataSource):
+    """The ``eventhubs`` streaming data source: ``spark.readStream.format("eventhubs")``.
+
+    Rows have :data:`~rxhubs.spark.SCHEMA`, the same columns as :func:`rxhubs.spark.write` produces. Register
+    it once per session with :func:`register_source`; the options are in the module documentation.
+
+    Example:
+        >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
+        >>> query = (spark.readStream.format("eventhubs")  # doctest: +SKIP
+        ...     .option("connectionString", conn_str).option("startingPosition", "earliest").load()
+        ...     .writeStream.format("parquet").option("checkpointLocation", "chk/")
+        ...     .trigger(availableNow=True).start("out/"))
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """``"eventhubs"``."""
+        return "eventhubs"
+
+    def schema(self) -> str:
+        """:data:`~rxhubs.spark.SCHEMA`, as a DDL string."""
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> EventHubsStreamReader:  # noqa: N802 - Spark's name
+        """An :class:`EventHubsStreamReader` over this source's options (checked here, cheaply: no I/O)."""
+        return EventHubsStreamReader(self.options)
+
+    def __repr__(self) -> str:
+        return "EventHubsDataSource()"
+
+
+def register_source(spark: Any) -> None:
+    """Register :class:`EventHubsDataSource` with ``spark`` so that ``format("eventhubs")`` finds it.
+
+    Args:
+        spark: A ``SparkSession`` (Spark >= 4.2 for ``maxEventsPerTrigger``).
+
+    Example:
+        >>> import rxhubs.spark
+        >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
+        >>> spark.readStream.format("eventhubs").option("connectionString", conn_str).load()  # doctest: +SKIP
+        DataFrame[body: binary, partition: string, ...]
+    """
+    spark.dataSource.register(EventHubsDataSource)
