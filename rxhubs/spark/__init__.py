@@ -9,6 +9,8 @@ stays fast and works without the ``spark`` extra (``pip install rxhubs[spark]``)
   (``body binary, partition string, offset string, sequenceNumber long, enqueuedTime timestamp, publisher
   string, partitionKey string, properties map<string,string>, systemProperties map<string,string>,
   consumerGroup string, eventHubName string``); :func:`property_to_str` says how property values become text.
+- :func:`register_source`, :class:`EventHubsDataSource`: the ``eventhubs`` Structured Streaming source
+  (``spark.readStream.format("eventhubs")``; imports pyspark when first used).
 - :func:`local_session`, :func:`get_or_create_session`: a local session that works out of the box, or yours.
 
 Example:
@@ -20,20 +22,36 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rxhubs.spark._arrow import to_arrow, to_dataframe
 from rxhubs.spark._schema import COLUMNS, SCHEMA, arrow_schema, property_to_str
 from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session
 from rxhubs.spark._sink import write
 
+if TYPE_CHECKING:
+    from rxhubs.spark._source import EventHubsDataSource, register_source
+
 __all__ = [
     "COLUMNS",
+    "EventHubsDataSource",
     "LOCAL_CONF",
     "SCHEMA",
     "arrow_schema",
     "get_or_create_session",
     "local_session",
     "property_to_str",
+    "register_source",
     "to_arrow",
     "to_dataframe",
     "write",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The streaming source subclasses pyspark classes: import it (and pyspark) only when first asked for.
+    if name in ("EventHubsDataSource", "register_source"):
+        from rxhubs.spark import _source
+
+        return getattr(_source, name)
+    raise AttributeError(f"module 'rxhubs.spark' has no attribute {name!r}")
