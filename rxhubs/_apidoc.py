@@ -22,7 +22,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "CheckpointStore", "InMemoryCheckpointStore", "SqliteCheckpointStore", "BlobCheckpointStore",
         "SdkCheckpointStore", "as_checkpoint_store", "from_url",
     ]),
-    ("Spark", "rxhubs.spark", ["write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA"]),
+    ("Spark", "rxhubs.spark", [
+        "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
+    ]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink",

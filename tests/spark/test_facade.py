@@ -11,12 +11,14 @@ import rxhubs.spark
 def test_the_public_names_are_pinned() -> None:
     assert rxhubs.spark.__all__ == [
         "COLUMNS",
+        "EventHubsDataSource",
         "LOCAL_CONF",
         "SCHEMA",
         "arrow_schema",
         "get_or_create_session",
         "local_session",
         "property_to_str",
+        "register_source",
         "to_arrow",
         "to_dataframe",
         "write",
