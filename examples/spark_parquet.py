@@ -23,8 +23,8 @@ from reactivex import operators as ops
 
 import rxhubs
 import rxhubs.spark
+from rxhubs import Shutdown
 from rxhubs import operators as hops
-from rxhubs._shutdown import Shutdown
 from rxhubs.emulator import Emulator
 
 PARTITIONS = 4

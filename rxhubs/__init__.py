@@ -32,6 +32,7 @@ from rxhubs._models import (
     Position,
 )
 from rxhubs._run import arun, run
+from rxhubs._shutdown import Shutdown
 from rxhubs.errors import RxHubsError
 from rxhubs.sources import partition_batches
 from rxhubs.transport import Hub, PartitionReceiver
@@ -60,6 +61,7 @@ __all__ = [
     "PartitionStream",
     "Position",
     "RxHubsError",
+    "Shutdown",
     "__version__",
     "arun",
     "consume",

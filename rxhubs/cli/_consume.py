@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rxhubs.cli._common import add_hub_options, open_hub, open_store
-from rxhubs.errors import ConfigurationError
+from rxhubs.errors import AuthenticationError, ConfigurationError, NotFoundError
 
 EXAMPLES = """examples:
   export EVENTHUB_CONNECTION_STRING='Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=telemetry'
@@ -71,11 +71,25 @@ def _sink(spec: str) -> Any:
     raise ConfigurationError(f"unknown sink {spec!r}: use console, jsonl:PATH or parquet:PATH")
 
 
+async def preflight(hub: Any) -> None:
+    """Fail fast on what retrying cannot fix: an unreachable endpoint or an unknown hub.
+
+    Once running, the pipeline retries transient failures for ever (a long-running consumer should ride out
+    an outage); at start-up the same failures are far more likely a typo, so the command reports them in one
+    line (exit code 2) instead of logging retries.
+
+    Raises:
+        NotFoundError: Unknown hub.
+        ConnectionError_: The endpoint cannot be reached.
+    """
+    await hub.get_partition_ids()
+
+
 def run(args: argparse.Namespace) -> int:
     import rxhubs
     from rxhubs import operators as hops
     from rxhubs._models import Position
-    from rxhubs._shutdown import Shutdown
+    from rxhubs import Shutdown
 
     if args.duration is not None and args.duration <= 0:
         raise ConfigurationError("--duration must be > 0")
@@ -92,18 +106,33 @@ def run(args: argparse.Namespace) -> int:
         options["start"] = Position.coerce(args.start)
     if args.interval:
         options["load_balancing_interval"] = args.interval
-    pipeline = rxhubs.consume(hub, args.consumer_group, store, **options).pipe(
-        sink, hops.checkpoint(store, max_interval=args.checkpoint_interval)
-    )
 
     async def main() -> None:
+        try:
+            await preflight(hub)
+        except BaseException:
+            await hub.close()
+            raise
         stop = Shutdown()
+        fatal: list[BaseException] = []
+
+        def on_partition_error(context: Any, error: BaseException) -> None:
+            # an unknown consumer group or refused credentials show up at the first pull: stop, exit 2
+            if isinstance(error, NotFoundError | AuthenticationError) and not fatal:
+                fatal.append(error)
+                stop.request()
+
+        pipeline = rxhubs.consume(
+            hub, args.consumer_group, store, on_partition_error=on_partition_error, **options
+        ).pipe(sink, hops.checkpoint(store, max_interval=args.checkpoint_interval))
         if args.duration:
             asyncio.get_running_loop().call_later(args.duration, stop.request)
         try:
             await rxhubs.arun(pipeline, shutdown=stop)
         finally:
             await hub.close()
+        if fatal:
+            raise fatal[0]
 
     asyncio.run(main())
     return 0
