@@ -87,9 +87,9 @@ async def preflight(hub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import rxhubs
+    from rxhubs import Shutdown
     from rxhubs import operators as hops
     from rxhubs._models import Position
-    from rxhubs import Shutdown
 
     if args.duration is not None and args.duration <= 0:
         raise ConfigurationError("--duration must be > 0")
