@@ -43,7 +43,9 @@ def build_pipeline(
     if spark:
         from rxhubs import spark as rx_spark
 
-        parquet = str(out / "parquet")
+        # One folder per consumer: Spark's file committer shares <path>/_temporary between writers, so two
+        # processes appending to one path delete each other's uncommitted files (silently losing data).
+        parquet = str(out / "parquet" / f"consumer={owner_id}")
         session = rx_spark.local_session(app_name=f"rxhubs-demo-{owner_id}")  # the JVM starts before any claim
         sink = rx_spark.write(
             lambda df: df.write.mode("append").parquet(parquet), spark=session, max_events=5_000, max_interval=2.0
