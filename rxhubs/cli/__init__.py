@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.verbose == 0:
+        # the SDK logs every retry and failed pull at WARNING; rxhubs reports the same failures itself
+        logging.getLogger("azure").setLevel(logging.ERROR)
     from rxhubs.transport._connection_string import redact
 
     try:
