@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rxhubs.errors import EmulatorError
@@ -16,17 +16,23 @@ _EMULATOR = """
 import sys, json
 from rxhubs.emulator import BackgroundEmulator
 hubs = json.loads(sys.argv[1])
-with BackgroundEmulator(hubs) as emulator:
+groups = json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
+with BackgroundEmulator(hubs, consumer_groups=groups) as emulator:
     print(json.dumps({h: emulator.connection_string(h) for h in hubs}), flush=True)
     sys.stdin.read()
 """
 
 
 @contextlib.contextmanager
-def emulator_process(hubs: Mapping[str, int]) -> Iterator[dict[str, str]]:
-    """An emulator in a child process; yields hub name -> connection string; stops when the block ends."""
+def emulator_process(
+    hubs: Mapping[str, int], *, consumer_groups: Sequence[str] = ()
+) -> Iterator[dict[str, str]]:
+    """An emulator in a child process; yields hub name -> connection string; stops when the block ends.
+
+    ``consumer_groups`` are created besides ``$Default`` (e.g. to read the same hub twice, side by side).
+    """
     proc = subprocess.Popen(
-        [sys.executable, "-c", _EMULATOR, json.dumps(dict(hubs))],
+        [sys.executable, "-c", _EMULATOR, json.dumps(dict(hubs)), json.dumps(list(consumer_groups))],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
