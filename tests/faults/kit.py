@@ -23,7 +23,7 @@ from rxhubs import operators as hops
 from rxhubs._shutdown import Shutdown
 from tests.sources.test_partitions_processes import PARTITIONS, Producer
 
-__all__ = ["PARTITIONS", "Consumer", "Producer", "account", "expected_from", "seen", "wait_until"]
+__all__ = ["PARTITIONS", "Consumer", "Producer", "account", "expected_from", "live_owners", "seen", "wait_until"]
 
 INTERVAL = 1.0
 EXPIRY = 3.0
@@ -128,6 +128,30 @@ class Consumer(threading.Thread):
     def snapshot(self) -> list[Row]:
         with self._lock:
             return list(self.rows)
+
+
+def live_owners(connection_string: str, store_factory: Callable[[], Any]) -> dict[str, str]:
+    """Partition -> owner, as the store has it now (unexpired, unreleased records of real partitions)."""
+
+    async def read() -> dict[str, str]:
+        hub = rxhubs.EventHub.from_connection_string(connection_string)
+        store = store_factory()
+        try:
+            records = await store.list_ownership(hub.fully_qualified_namespace, hub.eventhub_name, "$Default")
+        finally:
+            await store.close()
+            await hub.close()
+        now = time.time()
+        return {
+            o.partition_id: o.owner_id
+            for o in records
+            if o.owner_id
+            and o.partition_id.isdigit()
+            and o.last_modified_time
+            and now - o.last_modified_time < EXPIRY
+        }
+
+    return asyncio.run(read())
 
 
 def expected_from(sent: Mapping[str, int], first: Mapping[str, int] | None = None) -> set[tuple[str, int]]:

@@ -8,7 +8,6 @@ the consumers must converge (two partitions each), without a crash, and every ev
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,18 @@ from typing import Any
 
 from rxhubs import Checkpoint, Ownership
 from rxhubs.stores import CheckpointStore, SqliteCheckpointStore
-from tests.faults.kit import EXPIRY, INTERVAL, PARTITIONS, Consumer, Producer, account, expected_from, seen, wait_until
+from tests.faults.kit import (
+    EXPIRY,
+    INTERVAL,
+    PARTITIONS,
+    Consumer,
+    Producer,
+    account,
+    expected_from,
+    live_owners,
+    seen,
+    wait_until,
+)
 
 
 class ConflictBurst:
@@ -66,25 +76,7 @@ class ConflictingStore(CheckpointStore):
 
 
 def _owners(path: Path, connection_string: str) -> dict[str, str]:
-    """Partition -> owner, as the store has it now (unexpired records only)."""
-    import rxhubs
-
-    async def read() -> dict[str, str]:
-        hub = rxhubs.EventHub.from_connection_string(connection_string)
-        store = SqliteCheckpointStore(path)
-        try:
-            records = await store.list_ownership(hub.fully_qualified_namespace, hub.eventhub_name, "$Default")
-        finally:
-            await store.close()
-            await hub.close()
-        now = time.time()
-        return {
-            o.partition_id: o.owner_id
-            for o in records
-            if o.owner_id and o.last_modified_time and now - o.last_modified_time < EXPIRY
-        }
-
-    return asyncio.run(read())
+    return live_owners(connection_string, lambda: SqliteCheckpointStore(path))
 
 
 def test_bursts_of_412_conflicts_no_crash_ownership_converges_nothing_lost(

@@ -1,0 +1,111 @@
+"""The blob store goes away mid-run (Azurite stopped, then started again on the same port with the same data).
+
+Two consumers balance four partitions through a ``BlobCheckpointStore``. The outage outlasts the ownership
+expiry: renewals and checkpoints fail, reading stops once ownership can no longer be vouched for. When the
+storage comes back, balancing recovers (two partitions each again), checkpoints are written again, and every
+event sent before, during and after the outage arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rxhubs.stores import BlobCheckpointStore
+from tests.faults.kit import (
+    CHECKPOINT_INTERVAL,
+    EXPIRY,
+    INTERVAL,
+    PARTITIONS,
+    Consumer,
+    Producer,
+    account,
+    expected_from,
+    live_owners,
+    seen,
+    wait_until,
+)
+
+
+@pytest.mark.azurite
+def test_azurite_stopped_and_restarted_mid_run_balancing_and_checkpoints_recover(
+    tmp_path: Path, emulator_factory: Any, azurite: Any, blob_container: str
+) -> None:
+    emulator = emulator_factory(hubs={"outage": PARTITIONS})
+    conn = emulator.connection_string("outage")
+
+    def store() -> BlobCheckpointStore:
+        return BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container)
+
+    producer = Producer(conn)
+    a = Consumer("a", conn, store)
+    b = Consumer("b", conn, store)
+    checkpoints_before: dict[str, int] = {}
+    try:
+        a.start_and_wait()
+        b.start_and_wait()
+        producer.start()
+        assert wait_until(lambda: sorted(live_owners(conn, store).values()) == ["a", "a", "b", "b"], 20)
+        time.sleep(2.0)
+        checkpoints_before = _checkpoints(conn, store)
+        assert len(checkpoints_before) == PARTITIONS
+        stopped_at = time.time()
+        azurite.stop()
+        try:
+            time.sleep(EXPIRY + 2 * INTERVAL)
+        finally:
+            azurite.start()
+        started_at = time.time()
+        assert wait_until(lambda: sorted(live_owners(conn, store).values()) == ["a", "a", "b", "b"], 20)
+        time.sleep(2.0)
+        producer.stop.set()
+        producer.join(timeout=30)
+        assert producer.error is None, producer.error
+        expected = expected_from(dict(producer.sent))
+        assert wait_until(lambda: expected <= seen([a, b]), 40), len(expected - seen([a, b]))
+        for consumer in (a, b):
+            consumer.stop()
+        after = _checkpoints(conn, store)
+    finally:
+        producer.stop.set()
+        azurite.start()
+        for consumer in (a, b):
+            if consumer.is_alive():
+                consumer.stop()
+    for consumer in (a, b):
+        assert consumer.outcome is None, consumer.outcome
+    # checkpoints moved on after the outage, up to the end of every partition (flushed at the stop)
+    for pid, n in producer.sent.items():
+        assert after[pid] > checkpoints_before[pid]
+        assert after[pid] == n - 1, (pid, after[pid], n)
+    duplicates = account(expected, [a, b])
+    # redone work: only events first read during the outage (no checkpoint could be written for them,
+    # plus the checkpoint interval before it), each at most once more
+    assert set(duplicates.values()) <= {1}, max(duplicates.values())
+    first_read: dict[tuple[str, int], float] = {}
+    for pid, seq, _, at in a.snapshot() + b.snapshot():
+        first_read[(pid, seq)] = min(at, first_read.get((pid, seq), at))
+    window = (stopped_at - CHECKPOINT_INTERVAL - 1.0, started_at + 1.0)
+    outside = [k for k in duplicates if not window[0] <= first_read[k] <= window[1]]
+    assert outside == [], (len(outside), outside[:10], window)
+
+
+def _checkpoints(conn: str, store_factory: Any) -> dict[str, int]:
+    import asyncio
+
+    import rxhubs
+
+    async def read() -> dict[str, int]:
+        hub = rxhubs.EventHub.from_connection_string(conn)
+        store = store_factory()
+        try:
+            records = await store.list_checkpoints(hub.fully_qualified_namespace, hub.eventhub_name, "$Default")
+        finally:
+            await store.close()
+            await hub.close()
+        return {c.partition_id: c.sequence_number for c in records}
+
+    return asyncio.run(read())
