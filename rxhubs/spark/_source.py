@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -62,8 +63,11 @@ __all__ = ["EventHubsDataSource", "EventHubsStreamReader", "SequenceRange", "reg
 
 _log = logging.getLogger("rxhubs.spark.source")
 
-#: Events asked of a receiver per pull, and rows per Arrow record batch handed to Spark.
+#: Events asked of a receiver per pull; rows gathered into one Arrow record batch handed to Spark.
 _PULL = 10_000
+_ROWS = 10_000
+#: Seconds the driver reuses the hub's partition ids before asking again (partitions are rarely added).
+_IDS_TTL = 60.0
 _DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60"}
 _KNOWN = {
     "connectionstring",
@@ -248,6 +252,7 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         self._store: CheckpointStore | None = None
         self._target: Offset | None = None
         self._committed: Offset = {}
+        self._ids: tuple[list[str], float] | None = None
 
     def __repr__(self) -> str:
         return f"EventHubsStreamReader({self._options.namespace!r}, {self._options.eventhub_name!r})"
@@ -263,6 +268,7 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         self._store = None
         self._target = None
         self._committed = {}
+        self._ids = None
 
     # -- driver side -----------------------------------------------------------------------------------------
 
@@ -281,7 +287,10 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
 
     async def _properties(self) -> dict[str, PartitionProperties]:
         hub = self._driver_hub()
-        ids = await hub.get_partition_ids()
+        now = time.monotonic()
+        if self._ids is None or now - self._ids[1] > _IDS_TTL:
+            self._ids = (list(await hub.get_partition_ids()), now)
+        ids = self._ids[0]
         props = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
         return {p.partition_id: p for p in props}
 
@@ -426,6 +435,7 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
             start=Position.from_sequence_number(partition.start, inclusive=True),
             prefetch=min(opts.prefetch or 1000, max(1, partition.end - partition.start)),
         )
+        pending: list[Any] = []
         try:
             position = partition.start
             while position < partition.end:
@@ -442,12 +452,13 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
                     )
                 kept = [e for e in events if position <= e.sequence_number < partition.end]
                 position = max(position, events[-1].sequence_number + 1)
-                if kept:
-                    yield from to_arrow(EventBatch(context, tuple(kept))).to_batches()
+                pending += kept
+                if len(pending) >= _ROWS or (pending and position >= partition.end):
+                    yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()
+                    pending = []
         finally:
             try:
-                loop.run_until_complete(receiver.close())
-                loop.run_until_complete(hub.close())
+                loop.run_until_complete(hub.close())  # closes the receiver too
             finally:
                 loop.close()
 
