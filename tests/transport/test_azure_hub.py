@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import hmac
 import logging
+import pickle
 import time
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import quote_plus
@@ -37,7 +38,7 @@ from rxhubs.errors import (
     RxHubsError,
 )
 from rxhubs.transport import EventHub, Hub, PartitionReceiver
-from rxhubs.transport._azure import AzurePartitionReceiver, translate_error
+from rxhubs.transport._azure import AzurePartitionReceiver, SystemProperties, translate_error
 
 KEY = "ZW11bGF0b3Ita2V5LXRoYXQtbXVzdC1ub3Qtc2hvdw=="
 
@@ -143,6 +144,35 @@ async def test_value_and_multi_section_bodies_become_bytes(hub: EventHub, emulat
         await producer.send_batch(messages, partition_id="1")
     async with hub.receiver("1") as r:
         assert [e.body for e in await drain(r, 4)] == [b"text", b"raw", b"42", b"abcd"]
+
+
+async def test_system_properties_include_the_amqp_properties_section(
+    hub: EventHub, emulator: BackgroundEmulator
+) -> None:
+    data = EventData(b"{}")
+    data.message_id = "m-1"
+    data.content_type = "application/json"
+    data.correlation_id = "c-9"
+    async with EventHubProducerClient.from_connection_string(emulator.connection_string("telemetry")) as producer:
+        await producer.send_batch([data], partition_id="0")
+    async with hub.receiver("0") as r:
+        (event,) = await drain(r, 1)
+    system = event.system_properties
+    assert system["message-id"] == "m-1"
+    assert system["content-type"] == "application/json"
+    assert system["correlation-id"] == "c-9"
+    assert system["x-opt-sequence-number"] == 0
+    assert dict(system) == pickle.loads(pickle.dumps(system))
+    assert pickle.loads(pickle.dumps(event)) == event
+
+
+def test_system_properties_behave_as_a_read_only_dict() -> None:
+    system = SystemProperties({b"x-opt-offset": b"10", b"x-opt-sequence-number": 1, "k": b"\xff"}, None)
+    assert system == {"x-opt-offset": "10", "x-opt-sequence-number": 1, "k": b"\xff"}
+    assert sorted(system) == ["k", "x-opt-offset", "x-opt-sequence-number"]
+    assert "x-opt-offset" in system and system.get("missing") is None
+    assert repr(system) == repr(dict(system))
+    assert SystemProperties(None, None) == {}
 
 
 async def test_send_rejects_bad_arguments(hub: EventHub) -> None:
