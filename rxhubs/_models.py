@@ -372,6 +372,18 @@ class CloseReason(enum.Enum):
     OWNERSHIP_LOST = "ownership_lost"
 
 
+_MAX_SEQUENCE_NUMBER = 2**63 - 1
+
+
+def _check_key(record: Checkpoint | Ownership, kind: str) -> None:
+    """The key fields of a store record are strings, the partition id a non-empty one (else ConfigurationError)."""
+    for name in ("fully_qualified_namespace", "eventhub_name", "consumer_group", "partition_id"):
+        value = getattr(record, name)
+        if not isinstance(value, str) or (name == "partition_id" and not value):
+            raise ConfigurationError(f"{kind}.{name} must be a{' non-empty' if name == 'partition_id' else ''} str, "
+                                     f"got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """The last event of a partition a consumer group has finished with; reading resumes after it.
@@ -388,6 +400,14 @@ class Checkpoint:
     partition_id: str
     offset: str | None
     sequence_number: int
+
+    def __post_init__(self) -> None:
+        _check_key(self, "Checkpoint")
+        if self.offset is not None and not isinstance(self.offset, str):
+            raise ConfigurationError(f"Checkpoint.offset must be a str or None, got {self.offset!r}")
+        number = self.sequence_number
+        if isinstance(number, bool) or not isinstance(number, int) or not -1 <= number <= _MAX_SEQUENCE_NUMBER:
+            raise ConfigurationError(f"Checkpoint.sequence_number must be an int64 >= -1, got {number!r}")
 
     def position(self) -> Position:
         """Where to resume: just after the checkpointed event."""
@@ -429,6 +449,16 @@ class Ownership:
     owner_id: str
     last_modified_time: float | None = None
     etag: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_key(self, "Ownership")
+        if not isinstance(self.owner_id, str):
+            raise ConfigurationError(f"Ownership.owner_id must be a str ('' when released), got {self.owner_id!r}")
+        t = self.last_modified_time
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)):
+            raise ConfigurationError(f"Ownership.last_modified_time must be seconds (a float) or None, got {t!r}")
+        if self.etag is not None and not isinstance(self.etag, str):
+            raise ConfigurationError(f"Ownership.etag must be a str or None, got {self.etag!r}")
 
     @property
     def is_released(self) -> bool:
