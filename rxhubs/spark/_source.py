@@ -152,6 +152,15 @@ class _Options:
     def redact(self, text: str) -> str:
         return redact(text, self.connection_string)
 
+    def check_secret(self, exc: BaseException) -> None:
+        """Raise a redacted :class:`RxHubsError` instead of ``exc`` if its text shows a secret.
+
+        rxhubs' own errors never do; a third-party error might.
+        """
+        text = str(exc)
+        if self.redact(text) != text:
+            raise RxHubsError(f"{type(exc).__name__}: {self.redact(text)}") from None
+
 
 def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | None) -> int | None:
     if key not in opts:
@@ -277,8 +286,9 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
             self._loop = asyncio.new_event_loop()
         try:
             return self._loop.run_until_complete(coro)
-        except RxHubsError as exc:
-            raise type(exc)(self._options.redact(str(exc))) from None
+        except Exception as exc:
+            self._options.check_secret(exc)
+            raise
 
     def _driver_hub(self) -> EventHub:
         if self._hub is None:
@@ -442,8 +452,9 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
                 want = min(_PULL, partition.end - position)
                 try:
                     events = loop.run_until_complete(receiver.receive_batch(want, max_wait=opts.receive_timeout))
-                except RxHubsError as exc:
-                    raise type(exc)(opts.redact(str(exc))) from None
+                except Exception as exc:
+                    opts.check_secret(exc)
+                    raise
                 if not events:
                     raise RxHubsError(
                         f"partition {partition.partition!r} of {opts.eventhub_name!r}: no event for "

@@ -28,7 +28,7 @@ import rxhubs
 import rxhubs.spark
 from rxhubs import Checkpoint
 from rxhubs.emulator import BackgroundEmulator
-from rxhubs.errors import ConfigurationError
+from rxhubs.errors import ConfigurationError, RxHubsError
 from rxhubs.spark._source import EventHubsDataSource, EventHubsStreamReader, SequenceRange, spread
 from rxhubs.stores import SqliteCheckpointStore
 
@@ -137,6 +137,10 @@ def test_options_are_checked_and_the_key_never_shows() -> None:
     assert isinstance(shipped, EventHubsStreamReader)
     for text in (repr(reader), repr(shipped), repr(source), repr(shipped._options)):
         assert SECRET not in text
+    with pytest.raises(RxHubsError) as leaked:  # a third-party error quoting the string is replaced
+        reader._options.check_secret(ValueError(f"cannot use {FAKE}"))
+    assert SECRET not in str(leaked.value) and "ValueError" in str(leaked.value)
+    reader._options.check_secret(ValueError("nothing secret"))  # others pass through
     bad: list[dict[str, str]] = [
         {},
         {"connectionString": FAKE, "maxEventsPerTrigger": "0"},
@@ -229,15 +233,24 @@ def test_reads_everything_sent_then_resumes_without_loss_or_duplicates(
 
 
 @pytest.mark.timeout(110)
-def test_max_events_per_trigger_bounds_the_micro_batches(
+def test_max_events_per_trigger_bounds_the_micro_batches_and_the_store_lags_one_batch(
     source_spark: Any, emulator: BackgroundEmulator, tmp_path: Path
 ) -> None:
     conn_str = emulator.connection_string(HUB)
     send(conn_str, 60, "m")
-    query = run_query(source_spark, conn_str, tmp_path, maxEventsPerTrigger="50")
-    assert batch_sizes(query) == [50, 50, 20]
+    store = tmp_path / "cp.sqlite"
+    query = run_query(source_spark, conn_str, tmp_path, maxEventsPerTrigger="50", checkpointStore=f"sqlite:///{store}")
+    assert batch_sizes(query) == [50, 50, 20]  # ends {25, 25}, {50, 50}, {60, 60}: shared fairly
     rows = written(source_spark, tmp_path)
     assert len(rows) == len(set(rows)) == 120
+
+    async def stored() -> dict[str, int]:
+        async with SqliteCheckpointStore(str(store)) as again:
+            cps = await again.list_checkpoints(emulator_ns(conn_str), HUB, "$Default")
+        return {cp.partition_id: cp.sequence_number for cp in cps}
+
+    # Spark commits a batch's end when it plans the next one: the store lags one batch (49, not 59).
+    assert asyncio.run(stored()) == {"0": 49, "1": 49}
 
 
 @pytest.mark.timeout(110)
