@@ -30,6 +30,7 @@ from tests.faults.kit import (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.azurite
 def test_azurite_stopped_and_restarted_mid_run_balancing_and_checkpoints_recover(
     tmp_path: Path, emulator_factory: Any, azurite: Any, blob_container: str

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rxhubs import Checkpoint, Ownership
 from rxhubs.stores import CheckpointStore, SqliteCheckpointStore
 from tests.faults.kit import (
@@ -79,6 +81,7 @@ def _owners(path: Path, connection_string: str) -> dict[str, str]:
     return live_owners(connection_string, lambda: SqliteCheckpointStore(path))
 
 
+@pytest.mark.slow
 def test_bursts_of_412_conflicts_no_crash_ownership_converges_nothing_lost(
     tmp_path: Path, emulator_factory: Any
 ) -> None:

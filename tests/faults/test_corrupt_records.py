@@ -100,12 +100,14 @@ def _scenario(conn: str, store: Callable[[], Any], corrupt: Callable[[], None]) 
     assert set(duplicates.values()) <= {1}
 
 
+@pytest.mark.slow
 def test_corrupt_sqlite_rows_are_unowned_or_skipped_nothing_lost(tmp_path: Path, emulator_factory: Any) -> None:
     emulator = emulator_factory(hubs={"corrupt": PARTITIONS})
     path = tmp_path / "cp.sqlite"
     _scenario(emulator.connection_string("corrupt"), lambda: SqliteCheckpointStore(path), lambda: corrupt_sqlite(path))
 
 
+@pytest.mark.slow
 @pytest.mark.azurite
 def test_corrupt_ownership_and_checkpoint_blobs_are_unowned_or_skipped_nothing_lost(
     emulator_factory: Any, azurite: Any, blob_container: str

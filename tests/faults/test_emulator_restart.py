@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rxhubs.stores import SqliteCheckpointStore
 from tests.faults.kit import PARTITIONS, Consumer, Producer, account, seen, wait_until
 
@@ -40,6 +42,7 @@ def send_burst(connection_string: str, per_partition: int) -> dict[str, int]:
     return sent
 
 
+@pytest.mark.slow
 def test_emulator_restart_with_durable_data_mid_run_nothing_lost(tmp_path: Path, emulator_factory: Any) -> None:
     emulator = emulator_factory(hubs={"restart": PARTITIONS}, data_dir=tmp_path / "emulator")
     conn = emulator.connection_string("restart")

@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import rxhubs
 import rxhubs.spark
 from rxhubs.errors import SinkError
@@ -57,6 +59,7 @@ def _checkpoints(conn: str, path: Path) -> dict[str, int]:
     return asyncio.run(read())
 
 
+@pytest.mark.slow
 def test_a_failed_write_is_not_checkpointed_and_a_restarted_pipeline_delivers_everything(
     tmp_path: Path, emulator_factory: Any
 ) -> None:

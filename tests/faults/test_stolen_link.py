@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import rxhubs
 from rxhubs import CloseReason
 from rxhubs.stores import SqliteCheckpointStore
@@ -49,6 +51,7 @@ class Thief(threading.Thread):
             self.error = exc
 
 
+@pytest.mark.slow
 def test_a_stolen_link_ends_that_stream_only_and_the_partition_resumes_from_its_checkpoint(
     tmp_path: Path, emulator_factory: Any
 ) -> None:
