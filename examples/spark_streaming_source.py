@@ -3,7 +3,7 @@
 Starts a local emulator (or uses $EVENTHUB_CONNECTION_STRING), notes each partition's end, sends 1,000
 events over 2 partitions, and runs a Structured Streaming query with ``trigger(availableNow=True)`` that
 starts at those ends (``startingPosition`` as a JSON map): it reads what is in the hub now, in micro-batches
-of at most 400 events, writes them to Parquet with Spark's checkpoint (exactly-once into the files), and
+of at most 600 events, writes them to Parquet with Spark's checkpoint (exactly-once into the files), and
 stops. Run again with the same RXHUBS_EXAMPLE_OUT, the query resumes from its checkpoint instead. Exit
 status 0 when every event sent is in the Parquet output exactly once.
 
@@ -55,7 +55,7 @@ def main(connection_string: str, workdir: Path) -> int:
         .option("connectionString", connection_string)  # never printed: rxhubs redacts it from errors
         .option("consumerGroup", "$Default")
         .option("startingPosition", starting_position)  # for a new checkpoint location; else it resumes
-        .option("maxEventsPerTrigger", 400)
+        .option("maxEventsPerTrigger", 600)
         .load()
     )
     query = (
