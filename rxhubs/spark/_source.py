@@ -23,7 +23,8 @@ Options (names as in the azure-event-hubs-spark connector where they overlap; ca
   plans the *next* micro-batch, so these checkpoints lag Spark's own by one batch.
 - ``maxEventsPerTrigger``: at most this many events per micro-batch, spread over the partitions.
 - ``prefetch`` (default 1000): the receivers' prefetch (AMQP credit) on executors.
-- ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing.
+- ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
+  (the first pull of a task gets 30 s more: it connects).
 
 Example:
     >>> import rxhubs.spark
@@ -68,6 +69,8 @@ _PULL = 10_000
 _ROWS = 10_000
 #: Seconds the driver reuses the hub's partition ids before asking again (partitions are rarely added).
 _IDS_TTL = 60.0
+#: Seconds a task's first pull may take on top of ``receiveTimeout``: it opens the connection and the link.
+_CONNECT_GRACE = 30.0
 _DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60"}
 _KNOWN = {
     "connectionstring",
@@ -432,7 +435,8 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         on every run. A gap (events already removed by retention) is skipped.
 
         Raises:
-            RxHubsError: No event arrived for ``receiveTimeout`` seconds before the range was complete.
+            RxHubsError: No event arrived for ``receiveTimeout`` seconds (30 s more for the first, which
+                connects) before the range was complete.
         """
         assert isinstance(partition, SequenceRange)
         opts = self._options
@@ -448,19 +452,21 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         pending: list[Any] = []
         try:
             position = partition.start
+            wait = opts.receive_timeout + _CONNECT_GRACE
             while position < partition.end:
                 want = min(_PULL, partition.end - position)
                 try:
-                    events = loop.run_until_complete(receiver.receive_batch(want, max_wait=opts.receive_timeout))
+                    events = loop.run_until_complete(receiver.receive_batch(want, max_wait=wait))
                 except Exception as exc:
                     opts.check_secret(exc)
                     raise
                 if not events:
                     raise RxHubsError(
                         f"partition {partition.partition!r} of {opts.eventhub_name!r}: no event for "
-                        f"{opts.receive_timeout:g} s at sequence number {position} (range {partition.start}.."
+                        f"{wait:g} s at sequence number {position} (range {partition.start}.."
                         f"{partition.end - 1}); raise receiveTimeout if the hub is slow"
                     )
+                wait = opts.receive_timeout
                 kept = [e for e in events if position <= e.sequence_number < partition.end]
                 position = max(position, events[-1].sequence_number + 1)
                 pending += kept

@@ -206,6 +206,16 @@ def test_offsets_follow_the_options_against_the_emulator(emulator: BackgroundEmu
     assert asyncio.run(stored()) == {"0": 11, "1": 2}
 
 
+def test_a_range_the_hub_cannot_fill_fails_after_receive_timeout(emulator: BackgroundEmulator) -> None:
+    conn_str = emulator.connection_string(HUB)
+    send(conn_str, 3, "t")
+    source = EventHubsDataSource({"connectionString": conn_str, "receiveTimeout": "0.5"})
+    reader = pickle.loads(pickle.dumps(source.streamReader(None)))
+    batches = reader.read(SequenceRange("0", 1, 5))  # events 1 and 2 exist; 3 and 4 never come
+    with pytest.raises(RxHubsError, match=r"partition '0' of 'hub': no event for 0.5 s at sequence number 3"):
+        list(batches)
+
+
 def emulator_ns(conn_str: str) -> str:
     return rxhubs.EventHub.from_connection_string(conn_str).fully_qualified_namespace
 
