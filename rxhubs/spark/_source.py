@@ -22,6 +22,8 @@ Options (names as in the azure-event-hubs-spark connector where they overlap; ca
   :meth:`EventHubsStreamReader.commit` writes each committed range end back. Spark calls ``commit`` when it
   plans the *next* micro-batch, so these checkpoints lag Spark's own by one batch.
 - ``maxEventsPerTrigger``: at most this many events per micro-batch, spread over the partitions.
+- ``minPartitions``: split the ranges of a micro-batch into at least about this many Spark tasks (as in
+  Spark's Kafka source), so that more executor cores than Event Hubs partitions read at once.
 - ``prefetch`` (default 1000): the receivers' prefetch (AMQP credit) on executors.
 - ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
   (the first pull of a task gets 30 s more: it connects).
@@ -36,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
@@ -60,7 +63,7 @@ try:  # Spark >= 4.2: availableNow honours maxEventsPerTrigger through this mixi
 except ImportError:  # pragma: no cover - older Spark: availableNow reads everything in one batch
     _AvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = ["EventHubsDataSource", "EventHubsStreamReader", "SequenceRange", "register_source"]
+__all__ = ["EventHubsDataSource", "EventHubsStreamReader", "SequenceRange", "register_source", "split", "spread"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
@@ -79,6 +82,7 @@ _KNOWN = {
     "startingposition",
     "checkpointstore",
     "maxeventspertrigger",
+    "minpartitions",
     "prefetch",
     "receivetimeout",
     "path",
@@ -114,7 +118,8 @@ class _Options:
         if unknown:
             raise ConfigurationError(
                 f"unknown eventhubs source option(s) {', '.join(map(repr, unknown))}; known: connectionString, "
-                "eventHubName, consumerGroup, startingPosition, checkpointStore, maxEventsPerTrigger, prefetch, "
+                "eventHubName, consumerGroup, startingPosition, checkpointStore, maxEventsPerTrigger, minPartitions, "
+                "prefetch, "
                 "receiveTimeout"
             )
         opts = {**_DEFAULTS, **opts}
@@ -133,6 +138,7 @@ class _Options:
         self.starting_position = opts["startingposition"].strip()
         self.checkpoint_store = opts.get("checkpointstore") or None
         self.max_events = _positive_int(opts, "maxeventspertrigger", "maxEventsPerTrigger", None)
+        self.min_partitions = _positive_int(opts, "minpartitions", "minPartitions", None)
         self.prefetch = _positive_int(opts, "prefetch", "prefetch", 1000)
         try:
             self.receive_timeout = float(opts["receivetimeout"])
@@ -242,6 +248,31 @@ def spread(start: Mapping[str, int], latest: Mapping[str, int], max_rows: int) -
                 remaining.append(p)
         open_ = remaining
     return {p: start.get(p, latest[p]) + take[p] for p in latest}
+
+
+def split(ranges: list[SequenceRange], min_partitions: int | None) -> list[SequenceRange]:
+    """``ranges`` cut into about ``min_partitions`` contiguous pieces, each range in proportion to its size.
+
+    Nothing is cut when there are already that many ranges; every piece keeps at least one event.
+
+    Example:
+        >>> for piece in split([SequenceRange("0", 0, 60), SequenceRange("1", 100, 120)], 4):
+        ...     print(piece)
+        SequenceRange(partition='0', start=0, end=20)
+        SequenceRange(partition='0', start=20, end=40)
+        SequenceRange(partition='0', start=40, end=60)
+        SequenceRange(partition='1', start=100, end=120)
+    """
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    out = []
+    for r in ranges:
+        size = r.end - r.start
+        parts = max(1, min(size, round(size * min_partitions / total)))
+        bounds = [r.start + size * i // parts for i in range(parts + 1)]
+        out += [SequenceRange(r.partition, a, b) for a, b in itertools.pairwise(bounds)]
+    return out
 
 
 class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
@@ -381,13 +412,16 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         return latest
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
-        """One :class:`SequenceRange` per Event Hubs partition with events between ``start`` and ``end``."""
+        """One :class:`SequenceRange` per Event Hubs partition with events between ``start`` and ``end``.
+
+        With ``minPartitions``, the ranges are cut into about that many pieces (see :func:`split`).
+        """
         ranges = []
         for pid in sorted(end, key=lambda p: (len(p), p)):
             first = int(start.get(pid, end[pid]))
             if int(end[pid]) > first:
                 ranges.append(SequenceRange(pid, first, int(end[pid])))
-        return ranges
+        return split(ranges, self._options.min_partitions)
 
     def commit(self, end: dict[str, int]) -> None:
         """Write ``end`` (minus one: the last event done) to ``checkpointStore`` for the partitions it moved.

@@ -10,6 +10,7 @@ Spark jobs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import pickle
@@ -29,7 +30,7 @@ import rxhubs.spark
 from rxhubs import Checkpoint
 from rxhubs.emulator import BackgroundEmulator
 from rxhubs.errors import ConfigurationError, RxHubsError
-from rxhubs.spark._source import EventHubsDataSource, EventHubsStreamReader, SequenceRange, spread
+from rxhubs.spark._source import EventHubsDataSource, EventHubsStreamReader, SequenceRange, split, spread
 from rxhubs.stores import SqliteCheckpointStore
 
 pytestmark = pytest.mark.spark
@@ -124,6 +125,25 @@ def test_partitions_are_one_range_per_partition_with_data() -> None:
     reader = EventHubsDataSource({"connectionString": FAKE}).streamReader(None)
     ranges = reader.partitions({"0": 5, "1": 7, "10": 0}, {"0": 9, "1": 7, "10": 3, "2": 4})
     assert [(r.partition, r.start, r.end) for r in ranges] == [("0", 5, 9), ("10", 0, 3)]
+
+
+def test_min_partitions_cuts_ranges_into_contiguous_pieces_that_cover_them_once() -> None:
+    ranges = [SequenceRange("0", 5, 105), SequenceRange("1", 0, 3), SequenceRange("2", 7, 8)]
+    assert split(ranges, None) == ranges and split(ranges, 3) == ranges
+    for wanted in (4, 5, 8, 50, 500):
+        pieces = split(ranges, wanted)
+        assert len(pieces) >= min(wanted, 104) * 0.7
+        for r in ranges:
+            mine = [(p.start, p.end) for p in pieces if p.partition == r.partition]
+            assert mine[0][0] == r.start and mine[-1][1] == r.end
+            assert all(a < b for a, b in mine) and all(x[1] == y[0] for x, y in itertools.pairwise(mine))
+    reader = EventHubsDataSource({"connectionString": FAKE, "minPartitions": "4"}).streamReader(None)
+    assert [(r.partition, r.start, r.end) for r in reader.partitions({"0": 0, "1": 0}, {"0": 30, "1": 10})] == [
+        ("0", 0, 10),
+        ("0", 10, 20),
+        ("0", 20, 30),
+        ("1", 0, 10),
+    ]
 
 
 def test_options_are_checked_and_the_key_never_shows() -> None:
@@ -229,7 +249,7 @@ def test_reads_everything_sent_then_resumes_without_loss_or_duplicates(
 ) -> None:
     conn_str = emulator.connection_string(HUB)
     send(conn_str, 150, "first")
-    run_query(source_spark, conn_str, tmp_path)
+    run_query(source_spark, conn_str, tmp_path, minPartitions="5")  # 2 ranges cut into 4 or more tasks
     assert written(source_spark, tmp_path) == expected(("first", 150))
     df = source_spark.read.parquet(str(tmp_path / "out"))
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
