@@ -478,6 +478,7 @@ class EventHub:
         self._secrets: tuple[str, ...] = conn.secrets if conn is not None else ()
         self._producer: EventHubProducerClient | None = None
         self._partition_ids: tuple[str, ...] | None = None
+        self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
         self._closed = False
 
@@ -588,8 +589,11 @@ class EventHub:
         return list((await self.get_properties()).partition_ids)
 
     async def _check_partition(self, partition_id: str) -> None:
-        if self._partition_ids is None or partition_id not in self._partition_ids:
-            await self.get_properties()  # (re)load: partitions can be added to a hub
+        if self._partition_ids is not None and partition_id in self._partition_ids:
+            return
+        async with self._ids_lock:  # receivers opening together share one management call
+            if self._partition_ids is None or partition_id not in self._partition_ids:
+                await self.get_properties()  # (re)load: partitions can be added to a hub
             assert self._partition_ids is not None
             if partition_id not in self._partition_ids:
                 raise NotFoundError(
