@@ -22,8 +22,8 @@ Options (names as in the azure-event-hubs-spark connector where they overlap; ca
   :meth:`EventHubsStreamReader.commit` writes each committed range end back. Spark calls ``commit`` when it
   plans the *next* micro-batch, so these checkpoints lag Spark's own by one batch.
 - ``maxEventsPerTrigger``: at most this many events per micro-batch, spread over the partitions.
-- ``minPartitions``: split the ranges of a micro-batch into at least about this many Spark tasks (as in
-  Spark's Kafka source), so that more executor cores than Event Hubs partitions read at once.
+- ``minPartitions``: split the ranges of a micro-batch into about this many Spark tasks (as in Spark's Kafka
+  source), at most 4 per partition, so that more executor cores than Event Hubs partitions read at once.
 - ``prefetch`` (default 1000): the receivers' prefetch (AMQP credit) on executors.
 - ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
   (the first pull of a task gets 30 s more: it connects).
@@ -72,6 +72,9 @@ _PULL = 10_000
 _ROWS = 10_000
 #: Seconds the driver reuses the hub's partition ids before asking again (partitions are rarely added).
 _IDS_TTL = 60.0
+#: The most pieces ``minPartitions`` cuts one partition's range into: Event Hubs allows 5 readers per partition
+#: and consumer group, and one is left for other readers.
+_MAX_PIECES = 4
 #: Seconds a task's first pull may take on top of ``receiveTimeout``: it opens the connection and the link.
 _CONNECT_GRACE = 30.0
 _DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60"}
@@ -253,7 +256,8 @@ def spread(start: Mapping[str, int], latest: Mapping[str, int], max_rows: int) -
 def split(ranges: list[SequenceRange], min_partitions: int | None) -> list[SequenceRange]:
     """``ranges`` cut into about ``min_partitions`` contiguous pieces, each range in proportion to its size.
 
-    Nothing is cut when there are already that many ranges; every piece keeps at least one event.
+    Nothing is cut when there are already that many ranges; every piece keeps at least one event, and one
+    partition's range becomes at most 4 pieces (Event Hubs allows 5 readers per partition and consumer group).
 
     Example:
         >>> for piece in split([SequenceRange("0", 0, 60), SequenceRange("1", 100, 120)], 4):
@@ -269,7 +273,7 @@ def split(ranges: list[SequenceRange], min_partitions: int | None) -> list[Seque
     out = []
     for r in ranges:
         size = r.end - r.start
-        parts = max(1, min(size, round(size * min_partitions / total)))
+        parts = max(1, min(size, _MAX_PIECES, round(size * min_partitions / total)))
         bounds = [r.start + size * i // parts for i in range(parts + 1)]
         out += [SequenceRange(r.partition, a, b) for a, b in itertools.pairwise(bounds)]
     return out
