@@ -63,6 +63,31 @@ class Event:
     properties: Mapping[str, Any] = field(default_factory=dict)
     system_properties: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def _unchecked(
+        cls,
+        body: bytes,
+        sequence_number: int,
+        offset: str,
+        enqueued_time: _dt.datetime,
+        partition_key: str | None,
+        properties: Mapping[str, Any],
+        system_properties: Mapping[str, Any],
+    ) -> Event:
+        """Build an event without the dataclass ``__init__`` (a third of its cost), for transports' hot paths.
+
+        Every field is given; the result is the same frozen, equal-comparing record.
+        """
+        event = _new(cls)
+        _SET_BODY(event, body)
+        _SET_SEQUENCE(event, sequence_number)
+        _SET_OFFSET(event, offset)
+        _SET_TIME(event, enqueued_time)
+        _SET_KEY(event, partition_key)
+        _SET_PROPERTIES(event, properties)
+        _SET_SYSTEM(event, system_properties)
+        return event
+
     def body_as_str(self, encoding: str = "utf-8") -> str:
         """The body decoded as text."""
         return self.body.decode(encoding)
@@ -70,6 +95,15 @@ class Event:
     def body_as_json(self, encoding: str = "utf-8") -> Any:
         """The body parsed as JSON."""
         return json.loads(self.body.decode(encoding))
+
+
+_new = object.__new__
+_SET_BODY, _SET_SEQUENCE, _SET_OFFSET, _SET_TIME, _SET_KEY, _SET_PROPERTIES, _SET_SYSTEM = (
+    Event.__dict__[name].__set__
+    for name in (
+        "body", "sequence_number", "offset", "enqueued_time", "partition_key", "properties", "system_properties"
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)

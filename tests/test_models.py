@@ -116,3 +116,11 @@ def test_coerce_accepts_or_raises_only_configuration_error(value: object) -> Non
     except ConfigurationError:
         return
     assert isinstance(position, Position)
+
+
+def test_the_transports_fast_constructor_builds_the_same_frozen_record() -> None:
+    fast = Event._unchecked(b"x", 3, "300", T0, "key", {"a": 1}, {"x-opt-offset": "300"})
+    slow = Event(b"x", 3, "300", T0, "key", {"a": 1}, {"x-opt-offset": "300"})
+    assert fast == slow and repr(fast) == repr(slow) and hash(fast.body) == hash(slow.body)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.body = b"y"  # type: ignore[misc]

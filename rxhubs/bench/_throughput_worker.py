@@ -73,6 +73,8 @@ async def sdk(args: argparse.Namespace, clock: Clock) -> None:
                 await context.update_checkpoint()
 
     options: dict[str, Any] = TUNED if args.profile == "tuned" else {}
+    if args.profile == "tuned":  # rxhubs tracks last-enqueued properties (for lag); tuned alike means both do
+        options = {**options, "track_last_enqueued_event_properties": True}
     task = asyncio.create_task(client.receive_batch(on_batch, starting_position="-1", **options))
     await clock.done.wait()
     await client.close()

@@ -242,20 +242,20 @@ def event_from_sdk(event: EventData) -> Event:
     enqueued = annotations.get(_ENQUEUED)
     key = annotations.get(_PKEY)
     app = raw.application_properties
-    return Event(
-        body=_body_bytes(raw),
-        sequence_number=int(annotations[_SEQ]),
-        offset=offset.decode("ascii") if offset.__class__ is bytes else str(offset),
-        enqueued_time=(
+    return Event._unchecked(
+        _body_bytes(raw),
+        int(annotations[_SEQ]),
+        offset.decode("ascii") if offset.__class__ is bytes else str(offset),
+        (
             _fromtimestamp(enqueued / 1000, UTC)
             if enqueued.__class__ is int or isinstance(enqueued, int | float)
             else enqueued
             if isinstance(enqueued, _dt.datetime)
             else _dt.datetime.fromtimestamp(0, UTC)
         ),
-        partition_key=None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key),
-        properties=_str_map(app) if app else {},
-        system_properties=SystemProperties(annotations, raw.properties),
+        None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key),
+        _str_map(app) if app else {},
+        SystemProperties(annotations, raw.properties),
     )
 
 
