@@ -20,6 +20,7 @@ SCENARIOS = {
     "rebalance": "rxhubs.bench._rebalance",
     "checkpoints": "rxhubs.bench._checkpoints",
     "spark": "rxhubs.bench._spark",
+    "spark-source": "rxhubs.bench._spark_source",
     "throughput": "rxhubs.bench._throughput",
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",

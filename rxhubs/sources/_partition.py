@@ -32,12 +32,14 @@ __all__ = ["DEFAULTS", "partition_batches"]
 
 log = logging.getLogger("rxhubs.sources")
 
-#: Defaults shared by ``partition_batches``, ``partitions`` and ``consume``.
+#: Defaults shared by ``partition_batches``, ``partitions`` and ``consume``. The prefetch is larger than the
+#: SDK's 300: its receive loop pauses 50 ms per read, so 300 caps a partition near 4-6k events/s; 1000 lifts
+#: that cap at the price of about 4 x 1000 buffered events per partition.
 DEFAULTS: dict[str, Any] = {
     "max_batch_size": 300,
     "max_wait": 1.0,
     "max_inflight": 16,
-    "prefetch": 300,
+    "prefetch": 1000,
 }
 
 _SYNC_BURST = 64  # batches handed out in one scheduled step before yielding to other work
