@@ -50,9 +50,8 @@ def test_azurite_stopped_and_restarted_mid_run_balancing_and_checkpoints_recover
         b.start_and_wait()
         producer.start()
         assert wait_until(lambda: sorted(live_owners(conn, store).values()) == ["a", "a", "b", "b"], 20)
-        time.sleep(2.0)
+        assert wait_until(lambda: len(_checkpoints(conn, store)) == PARTITIONS, 30)  # every partition checkpointed
         checkpoints_before = _checkpoints(conn, store)
-        assert len(checkpoints_before) == PARTITIONS
         stopped_at = time.time()
         azurite.stop()
         try:
