@@ -781,6 +781,29 @@ class EventHub:
 # -- the receiver ----------------------------------------------------------------------------------------------
 
 
+def sdk_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> set[Any] | None:
+    """The SDK receiver link's set of delivery tags awaiting a disposition, or None if it cannot be found.
+
+    A workaround's only way in: azure-eventhub 5.15's ``ReceiverLink`` adds every delivery's tag to this set
+    and removes it only when it sends a disposition, which an Event Hubs receiver never does, so the set
+    grows by about 60 bytes per event, forever (+97% RSS in a 10-minute soak, for the raw SDK too).
+    """
+    try:
+        processor = client._event_processors[(consumer_group, partition_id)]
+        link = processor._consumers[partition_id]._handler._link
+        tags = link._received_delivery_tags
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return tags if isinstance(tags, set) else None
+
+
+def forget_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> None:
+    """Empty the SDK's delivery-tag set (safe: no disposition is ever sent for these deliveries)."""
+    tags = sdk_delivery_tags(client, consumer_group, partition_id)
+    if tags:
+        tags.clear()
+
+
 class AzurePartitionReceiver(ReceiverBase):
     """A pull receiver of one partition over the SDK's ``receive_batch``; made by :meth:`EventHub.receiver`.
 
@@ -921,6 +944,7 @@ class AzurePartitionReceiver(ReceiverBase):
     async def _on_batch(self, partition_context: Any, batch: list[EventData]) -> None:
         if not batch:
             return
+        forget_delivery_tags(self._client, self._context.consumer_group, self._context.partition_id)
         while self._buffered >= self._prefetch and not self._stopping:
             self._space.clear()
             await self._space.wait()
