@@ -40,7 +40,7 @@ from reactivex import Observable, abc
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx._aio import call
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
-from rxhubs.errors import StoreError
+from rxhubs.errors import RxHubsError, StoreError
 from rxhubs.sources._retry import Backoff
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
@@ -142,6 +142,8 @@ class BalancingLoop:
         self._stopping: RevokeReason | None = None
         self._finished = False
         self._final_attempts = 0
+        #: A non-retriable error that ended the loop (an unknown hub, refused credentials), if any.
+        self.fatal: Exception | None = None
         self._last_early = float("-inf")
 
     # -- public --------------------------------------------------------------------------------------------
@@ -298,8 +300,12 @@ class BalancingLoop:
             if self.partition_ids is not None:  # a refresh failed: go on with the ids we know
                 log.warning("balancing: reading the partition ids failed (%s); keeping the known ids", exc)
                 self._list(started)
-            else:
-                self._round_failed(exc)
+                return
+            if isinstance(exc, RxHubsError) and not exc.retriable:  # unknown hub, refused credentials: no retry helps
+                log.error("balancing: cannot read the hub's partitions: %s", exc)
+                self.fatal = exc
+                self.stop("dispose")
+            self._round_failed(exc)
 
         try:
             self._partition_ids_source().subscribe(ok, bad, scheduler=self.scheduler)

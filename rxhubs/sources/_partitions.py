@@ -416,7 +416,10 @@ class _Consumer:
             self.unwatch.dispose()
         if not self.disposed and not self.completed:
             self.completed = True
-            self.observer.on_completed()
+            if self.loop.fatal is not None:
+                self.observer.on_error(self.loop.fatal)
+            else:
+                self.observer.on_completed()
 
     # -- streams -------------------------------------------------------------------------------------------
     def _reader_error(self, stream: PartitionStream, error: Exception) -> None:

@@ -86,3 +86,35 @@ def test_a_sink_that_never_acknowledges_does_not_hold_the_partition_forever() ->
         assert sorted(freed.values()) == ["me", "peer"]  # the bound ran out: released after all
         assert written == []
         assert peer.symbols  # the peer read its partition from the start again (at least once)
+
+
+class _Failing(rxhubs.testing.InMemoryEventHub):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(partition_count=2)
+        self.error = error
+
+    @property
+    def partition_ids(self) -> Any:  # unknown until asked, like a remote hub
+        return None
+
+    def observe_get_partition_ids(self) -> Observable[Any]:
+        return reactivex.throw(self.error)
+
+
+def test_an_unknown_hub_ends_the_stream_with_its_error_instead_of_retrying_for_ever() -> None:
+    from rxhubs.errors import NotFoundError
+
+    with marble_test() as t:
+        hub = _Failing(NotFoundError("event hub 'nohub' not found"))
+        results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS))
+    assert [r.value.kind for r in results] == ["E"]
+    assert results[0].time == 200.0 and isinstance(results[0].value.exception, NotFoundError)
+
+
+def test_a_transient_failure_to_read_the_partitions_is_retried() -> None:
+    from rxhubs.errors import ConnectionError_
+
+    with marble_test() as t:
+        hub = _Failing(ConnectionError_("connection reset"))
+        results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
+    assert results == []  # still trying when disposed, no error
