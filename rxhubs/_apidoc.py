@@ -30,7 +30,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink",
     ]),
     ("Errors", "rxhubs.errors", [
-        "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "ConnectionError_",
+        "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
         "CorruptRecordError", "SinkError", "EmulatorError",
     ]),

@@ -12,7 +12,7 @@ so the original is always on ``__cause__``.
     ├── ConfigurationError            bad argument, malformed connection string, invalid position
     ├── NotFoundError                 unknown hub, partition or consumer group
     ├── AuthenticationError           the service refused the credentials
-    ├── ConnectionError_              transport failure (retriable)
+    ├── TransportError                transport failure (retriable)
     │   └── ReceiverClosedError       receive on a closed receiver (not retriable)
     ├── OwnershipLostError            another reader with a higher owner level took the partition
     ├── QuotaExceededError            a service limit, e.g. more than 5 readers per partition
@@ -38,7 +38,6 @@ from __future__ import annotations
 __all__ = [
     "AuthenticationError",
     "ConfigurationError",
-    "ConnectionError_",
     "CorruptRecordError",
     "EmulatorError",
     "NotFoundError",
@@ -49,6 +48,7 @@ __all__ = [
     "RxHubsError",
     "SinkError",
     "StoreError",
+    "TransportError",
 ]
 
 
@@ -82,13 +82,13 @@ class AuthenticationError(RxHubsError):
     """The service refused the credentials."""
 
 
-class ConnectionError_(RxHubsError):  # noqa: N801, N818 - trailing underscore avoids the builtin
+class TransportError(RxHubsError):
     """A transport failure: the link or connection dropped, a call timed out. Retriable."""
 
     default_retriable = True
 
 
-class ReceiverClosedError(ConnectionError_):
+class ReceiverClosedError(TransportError):
     """A receive on a receiver that was closed. Not retriable: open a new receiver."""
 
     default_retriable = False

@@ -13,7 +13,7 @@ from rxhubs import errors
         (errors.ConfigurationError, False),
         (errors.NotFoundError, False),
         (errors.AuthenticationError, False),
-        (errors.ConnectionError_, True),
+        (errors.TransportError, True),
         (errors.ReceiverClosedError, False),
         (errors.OwnershipLostError, False),
         (errors.StoreError, True),
@@ -39,5 +39,5 @@ def test_configuration_errors_are_also_value_errors_and_not_found_a_lookup_error
 
 
 def test_all_lists_every_public_error() -> None:
-    public = {n for n in dir(errors) if n.endswith(("Error", "Error_")) and not n.startswith("_")}
+    public = {n for n in dir(errors) if n.endswith("Error") and not n.startswith("_")}
     assert public == set(errors.__all__)

@@ -80,7 +80,7 @@ async def preflight(hub: Any) -> None:
 
     Raises:
         NotFoundError: Unknown hub.
-        ConnectionError_: The endpoint cannot be reached.
+        TransportError: The endpoint cannot be reached.
     """
     await hub.get_partition_ids()
 

@@ -8,7 +8,7 @@ of every diagram is the moment the pipeline is subscribed (virtual time 200, as 
 
 In a **traffic** diagram an element is sent to the partition at its time, one event per character
 (``ab`` sends events ``a`` and ``b`` together) unless ``lookup`` maps it to a body or a list of bodies;
-``#`` makes the partition's next pull fail with ``error`` (default: a retriable ``ConnectionError_``).
+``#`` makes the partition's next pull fail with ``error`` (default: a retriable ``TransportError``).
 In an **expected** diagram, a batch is shown as its events' bodies joined: ``symbols()`` maps batches to
 that form, so a batch of events ``c`` and ``d`` is the element ``cd``.
 
@@ -44,7 +44,7 @@ from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.recorded import Recorded
 
 from rxhubs._models import EventBatch
-from rxhubs.errors import ConnectionError_, SinkError
+from rxhubs.errors import SinkError, TransportError
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.testing._memory_hub import InMemoryEventHub
 
@@ -136,7 +136,7 @@ class MarbleTest:
             traffic: Partition id -> traffic diagram.
             lookup: Element -> body, or list of bodies (default: one event per character).
             partition_count: Partitions (default: enough for the ids in ``traffic``, at least 1).
-            error: What ``#`` injects (default: a retriable ``ConnectionError_``).
+            error: What ``#`` injects (default: a retriable ``TransportError``).
             **options: Passed to :class:`InMemoryEventHub`.
         """
         traffic = dict(traffic or {})
@@ -167,7 +167,7 @@ class MarbleTest:
 
                 self.scheduler.schedule_absolute(time, send)
             elif isinstance(notification, OnError):
-                fault = error or ConnectionError_(f"injected fault on partition {partition_id}")
+                fault = error or TransportError(f"injected fault on partition {partition_id}")
                 self.scheduler.schedule_absolute(time, lambda *_, f=fault: hub.inject_error(partition_id, f))
 
     def store(self) -> InMemoryCheckpointStore:

@@ -47,11 +47,11 @@ from rxhubs._models import (
 from rxhubs.errors import (
     AuthenticationError,
     ConfigurationError,
-    ConnectionError_,
     NotFoundError,
     OwnershipLostError,
     ReceiverClosedError,
     RxHubsError,
+    TransportError,
 )
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, ReceiverBase, check_receiver_args
 from rxhubs.transport._connection_string import (
@@ -311,7 +311,7 @@ def translate_error(exc: BaseException, what: str, secrets: Sequence[str] = ()) 
         >>> from azure.eventhub.exceptions import ConnectionLostError
         >>> e = translate_error(ConnectionLostError("link detached"), "receive from partition 0")
         >>> type(e).__name__, e.retriable
-        ('ConnectionError_', True)
+        ('TransportError', True)
     """
     if isinstance(exc, RxHubsError):
         return exc
@@ -328,9 +328,9 @@ def translate_error(exc: BaseException, what: str, secrets: Sequence[str] = ()) 
     if "argument" in condition or isinstance(exc, sdk_errors.EventDataError | ValueError | TypeError):
         return ConfigurationError(message)
     if isinstance(exc, sdk_errors.ClientClosedError):
-        return ConnectionError_(message, retriable=False)
+        return TransportError(message, retriable=False)
     if isinstance(exc, sdk_errors.EventHubError | OSError | TimeoutError | asyncio.TimeoutError):
-        return ConnectionError_(message)
+        return TransportError(message)
     return RxHubsError(message, retriable=False)
 
 
@@ -520,7 +520,7 @@ class EventHub:
 
     def _producer_client(self) -> EventHubProducerClient:
         if self._closed:
-            raise ConnectionError_(f"{self!r} is closed", retriable=False)
+            raise TransportError(f"{self!r} is closed", retriable=False)
         if self._producer is None:
             # One attempt per SDK call, no SDK backoff: _retrying() retries what is worth retrying.
             kwargs = self._client_kwargs({"retry_total": 0, "retry_backoff_factor": 0.0})
@@ -562,7 +562,7 @@ class EventHub:
         Raises:
             NotFoundError: The hub does not exist.
             AuthenticationError: The credentials were refused.
-            ConnectionError_: The service could not be reached (after the retries).
+            TransportError: The service could not be reached (after the retries).
 
         Example:
             >>> async def show(hub):  # doctest: +SKIP
@@ -933,7 +933,7 @@ class AzurePartitionReceiver(ReceiverBase):
             self._fail(translate_error(exc, self._what(), self._hub._secrets), exc)
         else:
             if not self._stopping:
-                self._fail(ConnectionError_(f"{self._what()}: the SDK receive loop ended"), None)
+                self._fail(TransportError(f"{self._what()}: the SDK receive loop ended"), None)
 
     def _what(self) -> str:
         c = self._context

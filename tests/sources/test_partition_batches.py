@@ -13,10 +13,10 @@ from rxhubs import EventBatch, Position
 from rxhubs._shutdown import shutdown_scope
 from rxhubs.errors import (
     ConfigurationError,
-    ConnectionError_,
     NotFoundError,
     OwnershipLostError,
     ReceiverClosedError,
+    TransportError,
 )
 from rxhubs.sources import Backoff
 from rxhubs.testing import InMemoryEventHub, marble_test, symbols
@@ -120,7 +120,7 @@ def test_retriable_error_resumes_after_the_last_event_without_gap_or_duplicate()
     )
     scheduler.advance_to(0.5)
     assert [b for _, b in seen] == ["ab", "cd"]
-    hub.inject_error("0", ConnectionError_("link dropped"))
+    hub.inject_error("0", TransportError("link dropped"))
     hub.send(list("ef"), partition_id="0")
     scheduler.advance_to(0.9)
     assert [b for _, b in seen] == ["ab", "cd"]  # failed pull, waiting to retry
@@ -132,7 +132,7 @@ def test_retriable_error_resumes_after_the_last_event_without_gap_or_duplicate()
 def test_retries_grow_then_the_error_ends_the_stream() -> None:
     hub = InMemoryEventHub(partition_count=1)
     for _ in range(4):
-        hub.inject_error("0", ConnectionError_("down"))
+        hub.inject_error("0", TransportError("down"))
     scheduler = TestScheduler()
     observer = scheduler.create_observer()
     rxhubs.partition_batches(hub, "0", retry=Backoff(initial=1.0, maximum=10.0, max_retries=3)).subscribe(
@@ -143,7 +143,7 @@ def test_retries_grow_then_the_error_ends_the_stream() -> None:
     assert len(observer.messages) == 1
     message = observer.messages[0]
     assert message.time == 7.0
-    assert isinstance(message.value.exception, ConnectionError_)
+    assert isinstance(message.value.exception, TransportError)
 
 
 def test_non_retriable_error_ends_the_stream_at_once() -> None:

@@ -112,9 +112,9 @@ def test_an_unknown_hub_ends_the_stream_with_its_error_instead_of_retrying_for_e
 
 
 def test_a_transient_failure_to_read_the_partitions_is_retried() -> None:
-    from rxhubs.errors import ConnectionError_
+    from rxhubs.errors import TransportError
 
     with marble_test() as t:
-        hub = _Failing(ConnectionError_("connection reset"))
+        hub = _Failing(TransportError("connection reset"))
         results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
     assert results == []  # still trying when disposed, no error

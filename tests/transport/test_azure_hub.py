@@ -31,11 +31,11 @@ from rxhubs.emulator.pytest_plugin import (
 from rxhubs.errors import (
     AuthenticationError,
     ConfigurationError,
-    ConnectionError_,
     NotFoundError,
     OwnershipLostError,
     ReceiverClosedError,
     RxHubsError,
+    TransportError,
 )
 from rxhubs.transport import EventHub, Hub, PartitionReceiver
 from rxhubs.transport._azure import AzurePartitionReceiver, SystemProperties, translate_error
@@ -356,7 +356,7 @@ async def test_closing_the_hub_closes_its_receivers(emulator: BackgroundEmulator
         await r.receive_batch(1, max_wait=0.1)
     with pytest.raises(ReceiverClosedError):
         hub.receiver("0")
-    with pytest.raises(ConnectionError_):
+    with pytest.raises(TransportError):
         await hub.get_properties()
 
 
@@ -398,7 +398,7 @@ async def test_an_unreachable_service_is_a_retriable_connection_error() -> None:
         "EntityPath=telemetry;UseDevelopmentEmulator=true"
     )
     async with EventHub.from_connection_string(conn_str, retry_total=1, retry_backoff_factor=0.01) as hub:
-        with pytest.raises(ConnectionError_) as info:
+        with pytest.raises(TransportError) as info:
             await hub.get_properties()
     assert info.value.retriable
 
