@@ -462,10 +462,17 @@ def _run(quick: bool) -> list[dict[str, Any]]:
             met=mine_s is not None and mine_s <= EXPIRY + INTERVAL / 2,
         )
     )
-    ours_scale = _scale(_Rx(_World(1024)), quick)
-    theirs_scale = _scale(_Official(_World(1024)), quick)
-    for (step, mine, moved, calls), (_, base, base_moved, base_calls) in zip(ours_scale, theirs_scale, strict=True):
-        scenario = f"rebalance 1024 partitions {step}"
+    figures += scale_figures("rebalance", quick)
+    return figures
+
+
+def scale_figures(label: str, quick: bool, partitions: int = 1024) -> list[dict[str, Any]]:
+    """The 1,024-partition steps (1 -> 200 -> 50 with crashes) for rxhubs and the official rules, as figures."""
+    ours = _scale(_Rx(_World(partitions)), quick)
+    theirs = _scale(_Official(_World(partitions)), quick)
+    figures: list[dict[str, Any]] = []
+    for (step, mine, moved, calls), (_, base, base_moved, base_calls) in zip(ours, theirs, strict=True):
+        scenario = f"{label} {partitions} partitions {step}"
         figures.append(_intervals(scenario, mine, base))
         figures.append(
             figure(

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rxhubs.bench._rebalance import OFFICIAL, _intervals, _Official, _Rx, _scale, _World
-from rxhubs.bench._report import figure
+from rxhubs.bench._rebalance import scale_figures
 
 PARTITIONS = 1024
 
@@ -23,29 +22,6 @@ def run(args: Any) -> list[dict[str, Any]]:
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # crashed consumers' failed releases are expected here
     try:
-        ours = _scale(_Rx(_World(PARTITIONS)), quick)
-        theirs = _scale(_Official(_World(PARTITIONS)), quick)
+        return scale_figures("scale", quick, PARTITIONS)
     finally:
         quiet.setLevel(level)
-    figures: list[dict[str, Any]] = []
-    for (step, mine, moved, calls), (_, base, base_moved, base_calls) in zip(ours, theirs, strict=True):
-        scenario = f"scale {PARTITIONS} partitions {step}"
-        figures.append(_intervals(scenario, mine, base))
-        figures.append(
-            figure(
-                scenario, "partitions_moved", "partitions", moved, base_moved, OFFICIAL, None, higher_is_better=False
-            )
-        )
-        figures.append(
-            figure(
-                scenario,
-                "store_calls_per_consumer_per_interval",
-                "calls",
-                round(calls, 2),
-                round(base_calls, 2),
-                OFFICIAL,
-                None,
-                higher_is_better=False,
-            )
-        )
-    return figures
