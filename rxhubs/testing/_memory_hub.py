@@ -38,7 +38,6 @@ from rxhubs.errors import (
     NotFoundError,
     OwnershipLostError,
     QuotaExceededError,
-    ReceiverClosedError,
     RxHubsError,
 )
 from rxhubs.transport._base import (
@@ -498,7 +497,3 @@ class InMemoryReceiver(ReceiverBase):
 
     async def get_partition_properties(self) -> PartitionProperties:
         return self._hub.partition_properties(self._context.partition_id)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ReceiverClosedError(f"receiver for partition {self._context.partition_id} is closed")
