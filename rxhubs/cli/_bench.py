@@ -18,6 +18,7 @@ SCENARIOS = {
     "emulator": "rxhubs.bench._emulator",
     "stores": "rxhubs.bench._stores",
     "rebalance": "rxhubs.bench._rebalance",
+    "handover": "rxhubs.bench._handover",
     "checkpoints": "rxhubs.bench._checkpoints",
     "spark": "rxhubs.bench._spark",
     "spark-source": "rxhubs.bench._spark_source",
