@@ -167,8 +167,8 @@ def test_joining_converges_within_two_intervals(
         at = start + offsets[4 + j] / 4
         last = max(last, at)
         sim.join(f"b{j}", at, handover=handover)
-    elapsed = sim.time_to_converge(last, 4 * INTERVAL)
-    assert elapsed is not None and elapsed <= 2 * INTERVAL, elapsed
+    virtual_seconds = sim.time_to_converge(last, 4 * INTERVAL)
+    assert virtual_seconds is not None and virtual_seconds <= 2 * INTERVAL, virtual_seconds
 
 
 @slow
@@ -194,8 +194,8 @@ def test_leaving_or_crashing_converges_within_two_intervals_of_being_seen(
     # a crashed consumer is noticed when its records expire: at most one expiry after its last renewal
     seen = at + EXPIRY if crash else at
     sim.run_until(seen)
-    elapsed = sim.time_to_converge(seen, 4 * INTERVAL)
-    assert elapsed is not None and elapsed <= 2 * INTERVAL + handover, elapsed
+    virtual_seconds = sim.time_to_converge(seen, 4 * INTERVAL)
+    assert virtual_seconds is not None and virtual_seconds <= 2 * INTERVAL + handover, virtual_seconds
     counts = sim.counts()
     assert max(counts.values()) - min(counts.values()) <= 1 and sum(counts.values()) == partitions
 
@@ -250,12 +250,12 @@ def test_the_1024_partition_steps_converge_within_two_intervals_each() -> None:
     assert sim.time_to_converge(0.0, INTERVAL) is not None
     for i in range(1, 200):
         sim.join(f"c{i:03}", 100.0 + (i % 40) * 0.1, handover=2.0)
-    elapsed = sim.time_to_converge(104.0, 4 * INTERVAL)
-    assert elapsed is not None and elapsed <= 2 * INTERVAL
+    virtual_seconds = sim.time_to_converge(104.0, 4 * INTERVAL)
+    assert virtual_seconds is not None and virtual_seconds <= 2 * INTERVAL
     assert set(sim.counts().values()) == {5, 6}
     for i in range(50, 200):
         sim.crash(f"c{i:03}", 200.0)
     sim.run_until(200.0 + EXPIRY)
-    elapsed = sim.time_to_converge(200.0 + EXPIRY, 4 * INTERVAL)
-    assert elapsed is not None and elapsed <= 2 * INTERVAL
+    virtual_seconds = sim.time_to_converge(200.0 + EXPIRY, 4 * INTERVAL)
+    assert virtual_seconds is not None and virtual_seconds <= 2 * INTERVAL
     assert set(sim.counts().values()) == {20, 21}
