@@ -37,6 +37,7 @@ from rxhubs._models import Ownership
 from rxhubs.bench._report import figure
 from rxhubs.sources import partitions
 from rxhubs.stores import InMemoryCheckpointStore
+from rxhubs.stores._sdk import _ownership_dict as _to_dict  # the SDK's record shape, as the adapter writes it
 from rxhubs.testing import InMemoryEventHub
 
 GROUP = "$Default"
@@ -191,18 +192,6 @@ class _Rx(_Group):
 
 
 # -- the official processor's rules, ported ---------------------------------------------------------------
-
-
-def _to_dict(o: Ownership) -> dict[str, Any]:
-    return {
-        "fully_qualified_namespace": o.fully_qualified_namespace,
-        "eventhub_name": o.eventhub_name,
-        "consumer_group": o.consumer_group,
-        "partition_id": o.partition_id,
-        "owner_id": o.owner_id,
-        "last_modified_time": o.last_modified_time,
-        "etag": o.etag,
-    }
 
 
 def _to_ownership(d: dict[str, Any]) -> Ownership:
