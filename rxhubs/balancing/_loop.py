@@ -40,7 +40,7 @@ from reactivex import Observable, abc
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx._aio import call
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
-from rxhubs.errors import RxHubsError, StoreError
+from rxhubs.errors import AuthenticationError, ConfigurationError, NotFoundError, StoreError
 from rxhubs.sources._retry import Backoff
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
@@ -48,6 +48,10 @@ __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 log = logging.getLogger("rxhubs.balancing")
 
 RevokeReason = Literal["handover", "shutdown", "dispose"]
+
+#: Errors reading the hub's partitions that end the stream: retrying cannot help. Anything else (a dropped
+#: connection, an SDK hiccup such as two management calls racing on one client) is retried.
+_FATAL = (NotFoundError, AuthenticationError, ConfigurationError)
 
 #: Partition ids are re-read from the hub every this many rounds (partitions can be added to a hub).
 _REFRESH_IDS_EVERY = 30
@@ -301,7 +305,7 @@ class BalancingLoop:
                 log.warning("balancing: reading the partition ids failed (%s); keeping the known ids", exc)
                 self._list(started)
                 return
-            if isinstance(exc, RxHubsError) and not exc.retriable:  # unknown hub, refused credentials: no retry helps
+            if isinstance(exc, _FATAL):  # an unknown hub, refused credentials: no retry helps; anything else retries
                 log.error("balancing: cannot read the hub's partitions: %s", exc)
                 self.fatal = exc
                 self.stop("dispose")

@@ -118,3 +118,12 @@ def test_a_transient_failure_to_read_the_partitions_is_retried() -> None:
         hub = _Failing(TransportError("connection reset"))
         results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
     assert results == []  # still trying when disposed, no error
+
+
+def test_an_unexpected_error_reading_the_partitions_is_retried_not_fatal() -> None:
+    from rxhubs.errors import RxHubsError
+
+    with marble_test() as t:
+        hub = _Failing(RxHubsError("get properties of event hub 'telemetry': coroutine ignored GeneratorExit"))
+        results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
+    assert results == []  # an SDK hiccup seen during two consumers' start-up: retried, as before
