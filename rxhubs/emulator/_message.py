@@ -111,19 +111,7 @@ def prepare(buf: bytes) -> Prepared:
     ann: dict[Any, Any] = {}
     kept_from = -1  # start of the contiguous run of kept sections (the usual, spec-ordered case)
     pieces: list[bytes] | None = None  # only when annotations or a header come after kept sections
-    pos = 0
-    while pos < end:
-        if pos + 3 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x53:
-            code = buf[pos + 2]
-            value_start = pos + 3
-        elif pos + 10 <= end and buf[pos] == 0x00 and buf[pos + 1] == 0x80:  # a ulong descriptor
-            code = int.from_bytes(buf[pos + 2 : pos + 10], "big")
-            value_start = pos + 10
-        else:
-            raise DecodeError("message section is not a described value")
-        if not SEC_HEADER <= code <= SEC_FOOTER:
-            raise DecodeError("unknown message section")
-        stop = _value_end(buf, value_start, end)
+    for code, pos, value_start, stop in _sections(buf):
         if code <= SEC_MESSAGE_ANNOTATIONS:
             if kept_from >= 0:  # out of spec order: keep what came before separately
                 pieces = (pieces or []) + [buf[kept_from:pos]]
@@ -136,7 +124,6 @@ def prepare(buf: bytes) -> Prepared:
                     ann = value
         elif kept_from < 0:
             kept_from = pos
-        pos = stop
     tail = buf[kept_from:] if kept_from > 0 else buf if kept_from == 0 else b""
     rest = tail if pieces is None else b"".join([*pieces, tail])
     return Prepared(head, rest, ann)
