@@ -31,6 +31,7 @@ from rxhubs._models import (
     PartitionProperties,
     Position,
 )
+from rxhubs._retry import Backoff
 from rxhubs._run import arun, run
 from rxhubs._shutdown import Shutdown
 from rxhubs.errors import RxHubsError
@@ -39,13 +40,14 @@ from rxhubs.transport import Hub, PartitionReceiver
 
 if TYPE_CHECKING:
     from rxhubs import emulator, operators, spark, stores, testing
-    from rxhubs.sources import PartitionStream, consume, partitions
+    from rxhubs.balancing import PartitionStream, consume, partitions
     from rxhubs.transport import EventHub
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Ack",
+    "Backoff",
     "Checkpoint",
     "CloseReason",
     "Event",
@@ -80,9 +82,9 @@ __all__ = [
 _LAZY_MODULES = {"emulator", "operators", "spark", "stores", "testing"}
 _LAZY_ATTRS = {
     "EventHub": "rxhubs.transport",
-    "PartitionStream": "rxhubs.sources",
-    "consume": "rxhubs.sources",
-    "partitions": "rxhubs.sources",
+    "PartitionStream": "rxhubs.balancing",
+    "consume": "rxhubs.balancing",
+    "partitions": "rxhubs.balancing",
 }
 
 

@@ -10,7 +10,10 @@ import enum
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from reactivex import Observable
 
 from rxhubs.errors import ConfigurationError
 
@@ -23,6 +26,7 @@ __all__ = [
     "EventHubProperties",
     "LastEnqueuedEventProperties",
     "Ownership",
+    "OwnershipSession",
     "PartitionContext",
     "PartitionProperties",
     "Position",
@@ -231,6 +235,33 @@ class _Lease:
             self._on_free()
 
 
+class OwnershipSession(Protocol):
+    """The period of ownership a batch was read in, as operators see it (``rxhubs.balancing.PartitionSession``).
+
+    An operator that writes on behalf of a partition (the checkpoint operator) asks :attr:`owned` before every
+    write, and registers a *flusher*: an Observable the balancer subscribes before it releases the partition,
+    so the last position is written first. Batches of :func:`rxhubs.partition_batches` carry no session.
+    """
+
+    @property
+    def context(self) -> PartitionContext:
+        """The partition."""
+        ...
+
+    @property
+    def owned(self) -> bool:
+        """True while this consumer owns the partition; False once released, lost or expired."""
+        ...
+
+    def register(self, key: object, flusher: Callable[[OwnershipSession], Observable[Any]]) -> None:
+        """Call ``flusher(session)`` and wait for it before the partition is released."""
+        ...
+
+    def unregister(self, key: object) -> None:
+        """Forget the flusher registered under ``key``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class EventBatch(Sequence[Event]):
     """Events of one partition, in sequence-number order, as one unit of work.
@@ -255,7 +286,7 @@ class EventBatch(Sequence[Event]):
     events: tuple[Event, ...]
     last_enqueued: LastEnqueuedEventProperties | None = None
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
-    _session: Any = field(default=None, compare=False, repr=False)  # ownership session (rxhubs.balancing)
+    _session: OwnershipSession | None = field(default=None, compare=False, repr=False)
 
     @property
     def partition_id(self) -> str:

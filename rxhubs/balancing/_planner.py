@@ -121,6 +121,8 @@ class BalancingSettings:
             the interval; a warning is logged below three intervals (one slow store call would then let
             another consumer take a partition that is still being read).
         strategy: ``"greedy"`` (converge within two intervals) or ``"balanced"`` (one partition per interval).
+        store_timeout: Seconds a store call may take before the round counts as failed and is retried
+            (None: one interval).
 
     Raises:
         ConfigurationError: Non-positive times, an expiration not above the interval, an unknown strategy.
@@ -133,6 +135,7 @@ class BalancingSettings:
     load_balancing_interval: float = DEFAULT_INTERVAL
     ownership_expiration: float = DEFAULT_EXPIRATION
     strategy: Strategy = "greedy"
+    store_timeout: float | None = None
 
     def __post_init__(self) -> None:
         interval, expiration = self.load_balancing_interval, self.ownership_expiration
@@ -145,6 +148,9 @@ class BalancingSettings:
                 f"ownership_expiration ({expiration} s) must exceed load_balancing_interval ({interval} s):"
                 " records would expire between two renewals"
             )
+        timeout = self.store_timeout
+        if timeout is not None and (not _is_number(timeout) or timeout <= 0):
+            raise ConfigurationError(f"store_timeout must be a number of seconds > 0 or None, got {timeout!r}")
         if self.strategy not in STRATEGIES:
             raise ConfigurationError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if expiration < 3 * interval:

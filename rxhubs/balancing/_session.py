@@ -1,16 +1,34 @@
-"""A private per-partition ownership session that travels with batches (``EventBatch._session``).
+"""One period of ownership of one partition by this consumer: claim, read, hand over, release.
 
-The balancing Observable creates one :class:`PartitionSession` each time this consumer gains a partition,
-and attaches it to every batch of that partition. The checkpoint operator reads it to know whether the
-partition is still owned (it never writes a checkpoint for a partition that is not), and registers a
-*flusher* with it, which the balancing Observable calls before releasing the partition: the handover is
-"finish the batches in flight, write the checkpoint, then release".
+The balancing loop (:mod:`rxhubs.balancing._loop`) creates a :class:`PartitionSession` when a claim wins and
+moves it through these states; the partition stream (:mod:`rxhubs.balancing._stream`) reads while it is
+``READING``, and every batch carries the session, so the checkpoint operator asks :attr:`~PartitionSession.owned`
+before each write and registers a *flusher* the loop runs before releasing::
 
-Batches from :func:`rxhubs.partition_batches` without balancing carry no session: they count as owned.
+                  claim won
+      (none) ────────────────> CLAIMED ──── checkpoint listed, stream emitted ────> READING
+                                  │                                                    │
+                                  │ stopping before it read                            │ handover (another consumer
+                                  │                                                    │ needs it), graceful stop,
+                                  │                                                    │ reader failed, disposal
+                                  ▼                                                    ▼
+                                READY <─────── batches finished, flushers ran ──── DRAINING
+                                  │
+                                  │ owner_id "" in the loop's next claim_ownership call
+                                  ▼
+                               RELEASED
+
+      any state ── renewal lost to another consumer, stolen, cut off by a higher owner level, or not
+                   renewed within the ownership expiration ──────────────────────────────────> LOST
+
+``RELEASED`` and ``LOST`` are final: :attr:`~PartitionSession.owned` is False in both, so nothing is written
+for the partition any more. A handover therefore writes the last checkpoint *before* the record is released,
+and the next owner starts right after it: no event is processed by two owners at a graceful handover.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,14 +37,25 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 
-from rxhubs._models import CloseReason, PartitionContext
+from rxhubs._models import CloseReason, Ownership, OwnershipSession, PartitionContext
 
-__all__ = ["Flusher", "PartitionSession", "is_owned"]
+__all__ = ["Flusher", "PartitionSession", "SessionState"]
 
 log = logging.getLogger("rxhubs.balancing")
 
 #: Called with the session; returns an Observable that completes once its pending checkpoint is written.
-Flusher = Callable[["PartitionSession"], Observable[Any]]
+Flusher = Callable[[OwnershipSession], Observable[Any]]
+
+
+class SessionState(enum.Enum):
+    """Where a :class:`PartitionSession` stands (see the module's diagram)."""
+
+    CLAIMED = "claimed"
+    READING = "reading"
+    DRAINING = "draining"
+    READY = "ready"
+    RELEASED = "released"
+    LOST = "lost"
 
 
 class PartitionSession:
@@ -34,19 +63,74 @@ class PartitionSession:
 
     Attributes:
         context: The partition.
-        owned: True while this consumer owns the partition; False from the moment it was released, lost
-            to another consumer, or expired. Checkpoints are written only while it is True.
-        close_reason: Why the period ended, once it did.
+        record: The ownership record as last claimed or renewed (its etag is the loop's next compare-and-swap).
+        renewed_at: When the record was last renewed (the scheduler's clock, seconds).
+        state: See :class:`SessionState`.
+        close_reason: Why the partition stream ended, once it did.
+
+    Example:
+        >>> from rxhubs import Ownership, PartitionContext
+        >>> record = Ownership("ns", "hub", "$Default", "0", "me", 10.0, "e1")
+        >>> session = PartitionSession(PartitionContext("ns", "hub", "$Default", "0"), record, 10.0)
+        >>> session.state, session.owned
+        (<SessionState.CLAIMED: 'claimed'>, True)
+        >>> session.lose(); session.owned
+        False
     """
 
-    __slots__ = ("_flushers", "close_reason", "context", "owned")
+    __slots__ = ("_flushers", "close_reason", "context", "record", "renewed_at", "state")
 
-    def __init__(self, context: PartitionContext) -> None:
+    def __init__(self, context: PartitionContext, record: Ownership | None = None, renewed_at: float = 0.0) -> None:
         self.context = context
-        self.owned = True
+        self.record = record or Ownership(
+            context.fully_qualified_namespace, context.eventhub_name, context.consumer_group, context.partition_id, ""
+        )
+        self.renewed_at = renewed_at
+        self.state = SessionState.CLAIMED
         self.close_reason: CloseReason | None = None
         self._flushers: dict[object, Flusher] = {}
 
+    @property
+    def partition_id(self) -> str:
+        """The partition id."""
+        return self.context.partition_id
+
+    @property
+    def owned(self) -> bool:
+        """True until the partition is released or lost: checkpoints are written only while it is."""
+        return self.state not in (SessionState.RELEASED, SessionState.LOST)
+
+    @property
+    def ready(self) -> bool:
+        """True once the partition may be released (nothing in flight, checkpoints flushed)."""
+        return self.state is SessionState.READY
+
+    # -- transitions (the loop's and the stream's) -----------------------------------------------------------
+    def drain(self) -> bool:
+        """READING -> DRAINING (a handover or a stop began); False if it was not reading."""
+        if self.state is SessionState.READING:
+            self.state = SessionState.DRAINING
+            return True
+        return False
+
+    def mark_ready(self) -> None:
+        """-> READY: released with the loop's next claim (no-op once released or lost)."""
+        if self.owned:
+            self.state = SessionState.READY
+
+    def released(self) -> None:
+        """-> RELEASED: the record now names no owner."""
+        if self.owned:
+            self.state = SessionState.RELEASED
+        self._flushers.clear()
+
+    def lose(self) -> None:
+        """-> LOST: the partition is no longer this consumer's; nothing may be written for it any more."""
+        if self.owned:
+            self.state = SessionState.LOST
+        self._flushers.clear()
+
+    # -- flushers (the checkpoint operator's) ----------------------------------------------------------------
     def register(self, key: object, flusher: Flusher) -> None:
         """Ask to be flushed (``flusher(self)``) before the partition is released."""
         self._flushers[key] = flusher
@@ -54,11 +138,6 @@ class PartitionSession:
     def unregister(self, key: object) -> None:
         """Forget a flusher registered with ``key``."""
         self._flushers.pop(key, None)
-
-    def lose(self) -> None:
-        """The partition is no longer this consumer's: nothing may be written for it any more."""
-        self.owned = False
-        self._flushers.clear()
 
     def flush(self) -> Observable[None]:
         """An Observable that runs every flusher and completes when all have finished.
@@ -83,7 +162,7 @@ class PartitionSession:
                     observer.on_completed()
 
             def failed(exc: Exception) -> None:
-                log.warning("partition %s: checkpoint flush before release failed: %s", self.context.partition_id, exc)
+                log.warning("partition %s: checkpoint flush before release failed: %s", self.partition_id, exc)
                 done()
 
             disposables = CompositeDisposable()
@@ -99,9 +178,4 @@ class PartitionSession:
         return reactivex.create(subscribe)
 
     def __repr__(self) -> str:
-        return f"PartitionSession(partition_id={self.context.partition_id!r}, owned={self.owned})"
-
-
-def is_owned(session: object) -> bool:
-    """Whether a batch's session still owns its partition (True for batches without one)."""
-    return session is None or bool(getattr(session, "owned", True))
+        return f"PartitionSession(partition_id={self.partition_id!r}, state={self.state.value})"

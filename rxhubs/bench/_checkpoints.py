@@ -23,9 +23,9 @@ from reactivex import operators as ops
 from reactivex.testing import TestScheduler
 
 from rxhubs._models import Checkpoint, EventBatch
+from rxhubs.balancing import consume
 from rxhubs.bench._report import figure
 from rxhubs.operators import checkpoint
-from rxhubs.sources import consume
 from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub
 

@@ -24,19 +24,18 @@ import logging
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-import reactivex
-from reactivex import Observable, abc
-from reactivex.disposable import Disposable
+from reactivex import abc
 from reactivex.testing import TestScheduler
 
-from rxhubs._models import Ownership
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs._rx import never
+from rxhubs.balancing import partitions
 from rxhubs.bench._report import figure
-from rxhubs.sources import partitions
-from rxhubs.stores import InMemoryCheckpointStore
+from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
 from rxhubs.stores._sdk import _ownership_dict as _to_dict  # the SDK's record shape, as the adapter writes it
 from rxhubs.testing import InMemoryEventHub
 
@@ -47,7 +46,7 @@ SAMPLE = 0.5
 OFFICIAL = "azure-eventhub EventProcessor rules (_balance_ownership, greedy)"
 
 
-class _Store:
+class _Store(CheckpointStore):
     """One consumer's view of the shared store: counts its calls, and goes silent when the consumer crashes."""
 
     def __init__(self, inner: InMemoryCheckpointStore) -> None:
@@ -55,29 +54,26 @@ class _Store:
         self.silent = False
         self.calls = 0
 
-    def _wrap(self, make: Callable[[], Observable[Any]]) -> Observable[Any]:
-        def subscribe(
-            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            if self.silent:
-                return Disposable()
-            self.calls += 1
-            return make().subscribe(observer, scheduler=scheduler)
+    async def _count(self) -> None:
+        if self.silent:
+            await never()
+        self.calls += 1
 
-        return reactivex.create(subscribe)
+    async def list_ownership(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Ownership]:
+        await self._count()
+        return await self.inner.list_ownership(namespace, eventhub_name, consumer_group)
 
-    def observe_list_ownership(self, *args: Any) -> Observable[Any]:
-        return self._wrap(lambda: self.inner.observe_list_ownership(*args))
+    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
+        await self._count()
+        return await self.inner.claim_ownership(ownerships)
 
-    def observe_claim_ownership(self, claims: Iterable[Ownership]) -> Observable[Any]:
-        claims = list(claims)
-        return self._wrap(lambda: self.inner.observe_claim_ownership(claims))
+    async def list_checkpoints(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Checkpoint]:
+        await self._count()
+        return await self.inner.list_checkpoints(namespace, eventhub_name, consumer_group)
 
-    def observe_list_checkpoints(self, *args: Any) -> Observable[Any]:
-        return self._wrap(lambda: self.inner.observe_list_checkpoints(*args))
-
-    def observe_update_checkpoint(self, checkpoint: Any) -> Observable[Any]:
-        return self._wrap(lambda: self.inner.observe_update_checkpoint(checkpoint))
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self._count()
+        await self.inner.update_checkpoint(checkpoint)
 
 
 class _World:

@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _sink(spec: str) -> Any:
-    from rxhubs.cli._sinks import console_sink, jsonl_sink
+    from rxhubs.operators._sinks import console_sink, jsonl_sink
 
     kind, _, target = spec.partition(":")
     if kind == "console" and not target:

@@ -6,6 +6,7 @@ adds one consumer and stops another along the way, shows ownership, checkpoints 
 end reads every written event back to prove none was lost.
 """
 
-from rxhubs.demo._orchestrator import DemoOptions, DemoSummary, run_demo
+from rxhubs.demo._orchestrator import DemoOptions, run_demo
+from rxhubs.demo._view import DemoSummary
 
 __all__ = ["DemoOptions", "DemoSummary", "run_demo"]

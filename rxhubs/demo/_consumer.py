@@ -19,8 +19,8 @@ from reactivex import Observable
 
 import rxhubs
 from rxhubs import operators as hops
-from rxhubs.cli._sinks import jsonl_sink
 from rxhubs.errors import RxHubsError
+from rxhubs.operators._sinks import jsonl_sink
 from rxhubs.stores import SqliteCheckpointStore
 
 log = logging.getLogger("rxhubs.demo")

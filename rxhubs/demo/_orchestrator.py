@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rxhubs.demo._view import Snapshot, render_live, render_summary
+from rxhubs.demo._view import DemoSummary, Snapshot, render_live, render_summary
 from rxhubs.errors import ConfigurationError
 
 MARKER = ".rxhubs-demo"
@@ -59,28 +59,6 @@ class DemoOptions:
             raise ConfigurationError("--consumers must be between 1 and 16")
         if not 1 <= self.rate <= 100_000:
             raise ConfigurationError("--rate must be between 1 and 100000 events/s")
-
-
-@dataclass
-class DemoSummary:
-    """What the demo proved."""
-
-    sent: dict[str, int]
-    distinct: dict[str, int]
-    rows: int
-    seconds: float
-    timeline: list[tuple[float, str]]
-    sink: str
-
-    @property
-    def lost(self) -> int:
-        """Events sent but never written."""
-        return sum(max(0, self.sent[p] - self.distinct.get(p, 0)) for p in self.sent)
-
-    @property
-    def duplicates(self) -> int:
-        """Rows written more than once (at-least-once: bounded by the checkpoint window)."""
-        return self.rows - sum(self.distinct.values())
 
 
 def prepare_out(out: Path) -> None:

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rxhubs.demo._orchestrator import DemoSummary
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -69,6 +65,28 @@ def render_live(
     lines.append("")
     lines.extend(f"  {t:6.1f}s  {text}" for t, text in timeline[-8:])
     return "\n".join(lines)
+
+
+@dataclass
+class DemoSummary:
+    """What the demo proved."""
+
+    sent: dict[str, int]
+    distinct: dict[str, int]
+    rows: int
+    seconds: float
+    timeline: list[tuple[float, str]]
+    sink: str
+
+    @property
+    def lost(self) -> int:
+        """Events sent but never written."""
+        return sum(max(0, self.sent[p] - self.distinct.get(p, 0)) for p in self.sent)
+
+    @property
+    def duplicates(self) -> int:
+        """Rows written more than once (at-least-once: bounded by the checkpoint window)."""
+        return self.rows - sum(self.distinct.values())
 
 
 def render_summary(summary: DemoSummary) -> str:

@@ -13,19 +13,20 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from rxhubs._models import Checkpoint, EventBatch, PartitionContext
-from rxhubs._rx._aio import call
-from rxhubs.balancing._session import PartitionSession, is_owned
-from rxhubs.errors import ConfigurationError, RxHubsError, StoreError
-from rxhubs.sources._retry import Backoff
+from rxhubs._models import Checkpoint, EventBatch, OwnershipSession, PartitionContext
+from rxhubs._retry import Backoff
+from rxhubs._rx import from_coroutine
+from rxhubs.errors import ConfigurationError, StoreError
+from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
 
 __all__ = ["checkpoint"]
 
 log = logging.getLogger("rxhubs.operators")
 
 
-def _retriable(error: BaseException) -> bool:
-    return error.retriable if isinstance(error, RxHubsError) else True
+def is_owned(session: OwnershipSession | None) -> bool:
+    """Whether a batch's session still owns its partition (True for batches without one)."""
+    return session is None or session.owned
 
 
 @dataclass(eq=False, slots=True)
@@ -33,7 +34,7 @@ class _Partition:
     """Checkpointing state of one partition."""
 
     context: PartitionContext
-    session: Any = None
+    session: OwnershipSession | None = None
     pending: Checkpoint | None = None
     watermark: int = -1
     in_flight: Checkpoint | None = None
@@ -56,7 +57,7 @@ class _Checkpointer:
     def __init__(
         self,
         observer: abc.ObserverBase[EventBatch],
-        store: object,
+        store: CheckpointStore,
         scheduler: abc.SchedulerBase,
         max_interval: float | None,
         every: int | None,
@@ -94,7 +95,7 @@ class _Checkpointer:
         if session is not state.session:
             # a new period of ownership: it started from the stored checkpoint, so positions start afresh
             state.session, state.watermark, state.pending = session, -1, None
-            if isinstance(session, PartitionSession):
+            if session is not None:
                 session.register(self, self._flusher)
         if sequence_number <= state.watermark:
             return  # never regress (batches reordered upstream)
@@ -125,7 +126,7 @@ class _Checkpointer:
             return
         self.failed = True  # nothing more goes downstream
         for state in self.partitions.values():
-            if isinstance(state.session, PartitionSession):
+            if state.session is not None:
                 state.session.unregister(self)
         if isinstance(self.completing, Exception):
             self.observer.on_error(self.completing)
@@ -191,9 +192,7 @@ class _Checkpointer:
             if state.session is session and not newer:
                 state.pending = checkpoint  # keep the position: write it (or a newer one) on the retry
             state.attempt += 1
-            if _retriable(error) and self.retry.should_retry(
-                error if isinstance(error, RxHubsError) else StoreError(str(error)), state.attempt
-            ):
+            if self.retry.should_retry(error, state.attempt):
                 delay = self.retry.delay(state.attempt)
                 log.warning(
                     "checkpoint of partition %s failed (%s); retry %d in %.1f s",
@@ -214,7 +213,7 @@ class _Checkpointer:
             self._fail(state, checkpoint, error)
 
         try:
-            call(self.store, "update_checkpoint", checkpoint).subscribe(
+            from_coroutine(lambda: self.store.update_checkpoint(checkpoint)).subscribe(
                 on_error=failed, on_completed=done, scheduler=self.scheduler
             )
         except Exception as exc:
@@ -247,7 +246,7 @@ class _Checkpointer:
         self.observer.on_error(failure)
 
     # -- flushing for the balancer (handover / release) ----------------------------------------------------
-    def _flusher(self, session: PartitionSession) -> Observable[None]:
+    def _flusher(self, session: OwnershipSession) -> Observable[None]:
         def subscribe(observer: abc.ObserverBase[None], _: abc.SchedulerBase | None = None) -> abc.DisposableBase:
             state = self.partitions.get(session.context)
             if state is None or state.session is not session or state.idle:
@@ -274,7 +273,7 @@ def _resolve_scheduler(scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase
 
 
 def checkpoint(
-    store: object,
+    store: StoreLike,
     *,
     max_interval: float | None = 5.0,
     every: int | None = None,
@@ -337,13 +336,9 @@ def checkpoint(
         raise ConfigurationError(f"every must be an int >= 1 or None, got {every!r}")
     if max_interval is None and every is None:
         raise ConfigurationError("give max_interval, every, or both: otherwise only flushes would write")
-    writes = ("update_checkpoint", "observe_update_checkpoint")
-    if store is None or not any(callable(getattr(store, name, None)) for name in writes):
-        raise ConfigurationError(f"store must provide update_checkpoint(...), got {type(store).__name__}")
-    if not callable(getattr(store, "observe_update_checkpoint", None)):
-        from rxhubs.stores import as_checkpoint_store
-
-        store = as_checkpoint_store(store)  # a store written for the Azure SDK's interface is wrapped
+    if store is None:
+        raise ConfigurationError("store is required: e.g. rxhubs.stores.SqliteCheckpointStore('checkpoints.db')")
+    checked = as_checkpoint_store(store)  # a store written for the Azure SDK's interface is wrapped, once
     backoff = retry or Backoff()
 
     def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
@@ -355,7 +350,7 @@ def checkpoint(
             except ConfigurationError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            state = _Checkpointer(observer, store, resolved, max_interval, every, backoff)
+            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff)
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched
             )

@@ -1,9 +1,13 @@
-"""Sources: one partition as an Observable of batches, and the balancing Observable of partition streams."""
+"""Sources: one partition as an Observable of event batches, pulled from a receiver with backpressure.
+
+The balancing Observable of partition streams (:func:`rxhubs.partitions`, :func:`rxhubs.consume`) lives in
+:mod:`rxhubs.balancing`, which builds on :func:`partition_batches`.
+"""
 
 from __future__ import annotations
 
-from rxhubs.sources._partition import DEFAULTS, partition_batches
-from rxhubs.sources._partitions import PartitionStream, consume, partitions
-from rxhubs.sources._retry import Backoff
+from rxhubs._retry import Backoff
+from rxhubs.sources._batches import partition_batches
+from rxhubs.sources._settings import DEFAULTS, ReadSettings
 
-__all__ = ["DEFAULTS", "Backoff", "PartitionStream", "consume", "partition_batches", "partitions"]
+__all__ = ["DEFAULTS", "Backoff", "ReadSettings", "partition_batches"]

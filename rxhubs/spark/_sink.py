@@ -100,7 +100,7 @@ def write(
             Batch-level transforms are plain Rx operators placed before this one (``ops.map``).
         retries: How many times a failed write (conversion, transform or writer) is retried.
         backoff: Seconds before the first retry, doubling each time (capped at 30 s); or a function of the
-            retry number (from 1) giving the seconds, e.g. ``rxhubs.sources.Backoff(...).delay``. Raising
+            retry number (from 1) giving the seconds, e.g. ``rxhubs.Backoff(...).delay``. Raising
             an :class:`~rxhubs.errors.RxHubsError` that is not ``retriable`` from the writer skips retries.
         convert: Replaces the conversion ``batches -> DataFrame``; the writer then receives what it returns.
             ``rxhubs.spark.to_arrow`` gives a ``pyarrow.Table`` (no Spark needed; tests use it), ``list``

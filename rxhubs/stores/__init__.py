@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from rxhubs.errors import ConfigurationError
-from rxhubs.stores._contract import CheckpointStore
+from rxhubs.stores._contract import CheckpointStore, SdkStyleCheckpointStore, StoreLike
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.stores._sdk import SdkCheckpointStore, as_checkpoint_store
 from rxhubs.stores._sqlite import SqliteCheckpointStore
@@ -37,7 +37,9 @@ __all__ = [
     "CheckpointStore",
     "InMemoryCheckpointStore",
     "SdkCheckpointStore",
+    "SdkStyleCheckpointStore",
     "SqliteCheckpointStore",
+    "StoreLike",
     "as_checkpoint_store",
     "from_url",
 ]

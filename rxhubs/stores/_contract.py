@@ -26,19 +26,23 @@ A store that cannot be reached raises :class:`~rxhubs.errors.StoreError` (retria
 partitions raises only if nothing was won and some partition failed for a reason other than losing; a
 failure next to wins is logged and that partition left out, like a lost one.
 
-Stores may also offer Rx-native forms of the verbs, ``observe_list_ownership(...)`` and so on, each a
-one-shot Observable running on the subscribing scheduler (whose clock then stamps ``last_modified_time``).
-rxhubs prefers them when present: that is how the in-memory store runs in virtual time.
+rxhubs calls the verbs through :func:`rxhubs._rx.from_coroutine`, on the pipeline's scheduler. A store
+whose verbs await only rxhubs' clock primitives (the in-memory store awaits nothing) therefore also runs in
+virtual time under ``reactivex.testing.TestScheduler``; :func:`rxhubs._rx.now` is then the virtual clock.
+
+Stores written for the Azure SDK's own interface (dict records, sync or aio) are adapted once, at the edge,
+by :func:`~rxhubs.stores.as_checkpoint_store`: every public function that takes a store accepts either
+(:data:`StoreLike`), and everything behind it sees a :class:`CheckpointStore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from rxhubs._models import Checkpoint, Ownership
 
-__all__ = ["CheckpointStore"]
+__all__ = ["CheckpointStore", "SdkStyleCheckpointStore", "StoreLike"]
 
 
 @runtime_checkable
@@ -74,3 +78,25 @@ class CheckpointStore(Protocol):
     ) -> list[Checkpoint]:
         """Every checkpoint of the consumer group."""
         ...
+
+
+class SdkStyleCheckpointStore(Protocol):
+    """A store written for the Azure SDK's ``CheckpointStore`` interface: dict records, sync or async verbs.
+
+    Example:
+        >>> from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore  # doctest: +SKIP
+        >>> rxhubs.consume(hub, "$Default", BlobCheckpointStore.from_connection_string(...))  # doctest: +SKIP
+    """
+
+    def list_ownership(self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> Any: ...
+
+    def claim_ownership(self, ownership_list: Iterable[dict[str, Any]]) -> Any: ...
+
+    def update_checkpoint(self, checkpoint: dict[str, Any]) -> Any: ...
+
+    def list_checkpoints(self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> Any: ...
+
+
+#: What the public API accepts as a store; :func:`~rxhubs.stores.as_checkpoint_store` makes it a
+#: :class:`CheckpointStore`.
+StoreLike: TypeAlias = CheckpointStore | SdkStyleCheckpointStore

@@ -5,32 +5,27 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TypeVar
 
-import reactivex
-from reactivex import Observable, abc
-from reactivex.disposable import Disposable
+from reactivex import Observable
 
 from rxhubs._models import Checkpoint, Ownership
+from rxhubs._rx import from_coroutine, now
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.stores._common import VERBS, Key, key_of, normalize_etag, record_key
 from rxhubs.stores._contract import CheckpointStore
 
 __all__ = ["InMemoryCheckpointStore"]
 
-T = TypeVar("T")
-
 
 class InMemoryCheckpointStore(CheckpointStore):
     """Ownership and checkpoints in a dict: the contract of every store, with no I/O.
 
-    Besides the four async verbs, it offers their Rx-native forms (``observe_list_ownership`` and so on):
-    one-shot Observables that compute synchronously when subscribed and stamp ``last_modified_time`` from the
-    subscribing scheduler's clock, so a pipeline using this store runs in virtual time under
-    ``reactivex.testing.TestScheduler``. The async verbs stamp from ``clock`` (default ``time.time``).
+    Its verbs never suspend, so a pipeline using it also runs in virtual time under
+    ``reactivex.testing.TestScheduler``: claims are then stamped with the scheduler's clock
+    (:func:`rxhubs._rx.now`; the wall clock under asyncio) unless ``clock`` is given. ``observe_<verb>(...)``
+    wraps each verb as a one-shot Observable, handy in tests (``store.observe_list_checkpoints(...).run()``).
 
     Etags are versions: a counter shared by the whole store, rendered as a string, so no two writes ever
     produce the same etag.
@@ -45,7 +40,7 @@ class InMemoryCheckpointStore(CheckpointStore):
     ``store.calls`` counts the calls of each verb, failed ones included (``store.calls["update_checkpoint"]``).
 
     Args:
-        clock: Seconds since the epoch for the async verbs; default ``time.time``.
+        clock: Seconds since the epoch to stamp claims with; default the driving scheduler's clock.
 
     Example:
         >>> import asyncio
@@ -59,7 +54,7 @@ class InMemoryCheckpointStore(CheckpointStore):
     def __init__(self, *, clock: Callable[[], float] | None = None) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
         self.available = True
-        self._clock = clock or time.time
+        self._clock = clock or now
         self._lock = threading.Lock()
         self._versions = itertools.count(1)
         self._ownership: dict[Key, dict[str, Ownership]] = {}
@@ -220,22 +215,22 @@ class InMemoryCheckpointStore(CheckpointStore):
         """Every checkpoint of the consumer group."""
         return self._list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group)
 
-    # -- Rx-native verbs: one-shot Observables on the subscribing scheduler's clock ---------------------
+    # -- the same verbs as one-shot Observables, for tests and scripts ----------------------------------
 
     def observe_list_ownership(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
     ) -> Observable[list[Ownership]]:
-        """:meth:`list_ownership` as a one-shot Observable, computed when subscribed.
+        """:meth:`list_ownership` as a one-shot Observable (``.run()`` it in a test to peek through the contract).
 
         Example:
             >>> store = InMemoryCheckpointStore()
             >>> store.observe_list_ownership("ns", "hub", "$Default").run()
             []
         """
-        return _one_shot(lambda _now: self._list_ownership(fully_qualified_namespace, eventhub_name, consumer_group))
+        return from_coroutine(lambda: self.list_ownership(fully_qualified_namespace, eventhub_name, consumer_group))
 
     def observe_claim_ownership(self, ownerships: Iterable[Ownership]) -> Observable[list[Ownership]]:
-        """:meth:`claim_ownership` as a one-shot Observable; ``last_modified_time`` is the scheduler's now.
+        """:meth:`claim_ownership` as a one-shot Observable; under a scheduler, stamped with its time.
 
         Example:
             >>> from reactivex.testing import TestScheduler
@@ -248,7 +243,7 @@ class InMemoryCheckpointStore(CheckpointStore):
             30.0
         """
         claims = list(ownerships)
-        return _one_shot(lambda now: self._claim_ownership(claims, now()))
+        return from_coroutine(lambda: self.claim_ownership(claims))
 
     def observe_update_checkpoint(self, checkpoint: Checkpoint) -> Observable[None]:
         """:meth:`update_checkpoint` as a one-shot Observable (emits None, then completes).
@@ -260,18 +255,18 @@ class InMemoryCheckpointStore(CheckpointStore):
             >>> store.calls["update_checkpoint"]
             1
         """
-        return _one_shot(lambda _now: self._update_checkpoint(checkpoint))
+        return from_coroutine(lambda: self.update_checkpoint(checkpoint))
 
     def observe_list_checkpoints(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
     ) -> Observable[list[Checkpoint]]:
-        """:meth:`list_checkpoints` as a one-shot Observable, computed when subscribed.
+        """:meth:`list_checkpoints` as a one-shot Observable.
 
         Example:
             >>> InMemoryCheckpointStore().observe_list_checkpoints("ns", "hub", "$Default").run()
             []
         """
-        return _one_shot(lambda _now: self._list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group))
+        return from_coroutine(lambda: self.list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group))
 
     async def close(self) -> None:
         """Nothing to release; present so every store can be closed the same way."""
@@ -288,21 +283,3 @@ class InMemoryCheckpointStore(CheckpointStore):
             checkpoints = sum(len(t) for t in self._checkpoints.values())
         return f"InMemoryCheckpointStore(ownership={owned}, checkpoints={checkpoints}, available={self.available})"
 
-
-def _one_shot(compute: Callable[[Callable[[], float]], T]) -> Observable[T]:
-    """An Observable that, on subscribe, runs ``compute(now)`` and emits its result or its error."""
-
-    def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-        def now() -> float:
-            return scheduler.now.timestamp() if scheduler is not None else time.time()
-
-        try:
-            value = compute(now)
-        except Exception as exc:  # a store failure is an on_error, never out of subscribe
-            observer.on_error(exc)
-            return Disposable()
-        observer.on_next(value)
-        observer.on_completed()
-        return Disposable()
-
-    return reactivex.create(subscribe)

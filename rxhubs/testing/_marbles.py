@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import reactivex
@@ -43,8 +43,10 @@ from reactivex.observable.marbles import parse
 from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.recorded import Recorded
 
-from rxhubs._models import EventBatch
+from rxhubs._models import Checkpoint, EventBatch, Ownership
+from rxhubs._rx import never
 from rxhubs.errors import SinkError, TransportError
+from rxhubs.stores._contract import CheckpointStore
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.testing._memory_hub import InMemoryEventHub
 
@@ -300,22 +302,32 @@ def _ticks(diagram: str) -> str:
     return diagram.replace(" ", "")
 
 
-class _CrashableStore:
+class _CrashableStore(CheckpointStore):
     """A store seen through a process that may crash: after :meth:`crash` its calls never complete."""
 
     def __init__(self, store: InMemoryCheckpointStore) -> None:
         self._store = store
         self.crashed = False
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._store, name)
-        if not name.startswith("observe_"):
-            return target
+    async def _unless_crashed(self) -> None:
+        if self.crashed:
+            await never()
 
-        def verb(*args: Any, **kwargs: Any) -> Observable[Any]:
-            return reactivex.never() if self.crashed else target(*args, **kwargs)
+    async def list_ownership(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Ownership]:
+        await self._unless_crashed()
+        return await self._store.list_ownership(namespace, eventhub_name, consumer_group)
 
-        return verb
+    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
+        await self._unless_crashed()
+        return await self._store.claim_ownership(ownerships)
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self._unless_crashed()
+        await self._store.update_checkpoint(checkpoint)
+
+    async def list_checkpoints(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Checkpoint]:
+        await self._unless_crashed()
+        return await self._store.list_checkpoints(namespace, eventhub_name, consumer_group)
 
 
 class Peer:
@@ -352,7 +364,7 @@ class Peer:
 
     def join(self) -> None:
         """Start consuming (a real balancing consumer on the test's scheduler)."""
-        from rxhubs.sources import consume
+        from rxhubs.balancing import consume
 
         source = consume(self.hub, self.consumer_group, self.store, owner_id=self.owner_id, **self.options)
         self._subscription = source.subscribe(self.batches.append, lambda _: None, scheduler=self.test.scheduler)

@@ -7,23 +7,18 @@ partition and the older one's next pull raises :class:`~rxhubs.errors.OwnershipL
 is refused while a higher one reads; at most five receivers without an owner level per partition and
 consumer group.
 
-Receivers work over asyncio (``await receive_batch``) and, through ``observe_batch``, on any Rx scheduler,
-including ``TestScheduler`` in virtual time.
+Receivers wait for events with the kernel's :class:`~rxhubs._rx.Signal`, so the same ``receive_batch`` waits
+in real time under asyncio and in virtual time when a pipeline runs under ``reactivex.testing.TestScheduler``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import datetime as dt
 import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
-
-import reactivex
-from reactivex import Observable, abc
-from reactivex.disposable import CompositeDisposable, Disposable
 
 from rxhubs._models import (
     Event,
@@ -33,17 +28,16 @@ from rxhubs._models import (
     PartitionProperties,
     Position,
 )
+from rxhubs._rx import Signal
 from rxhubs.errors import (
     ConfigurationError,
     NotFoundError,
     OwnershipLostError,
     QuotaExceededError,
-    RxHubsError,
 )
 from rxhubs.transport._base import (
     DEFAULT_CONSUMER_GROUP,
     ReceiverBase,
-    check_receive_args,
     check_receiver_args,
 )
 
@@ -271,14 +265,6 @@ class InMemoryEventHub:
     async def get_partition_properties(self, partition_id: str) -> PartitionProperties:
         return self.partition_properties(partition_id)
 
-    def observe_get_partition_ids(self) -> Observable[Sequence[str]]:
-        """Rx-native :meth:`get_partition_ids` (emits at once)."""
-        return reactivex.of(self._ids)
-
-    def observe_get_partition_properties(self, partition_id: str) -> Observable[PartitionProperties]:
-        """Rx-native :meth:`get_partition_properties` (emits at once, or errors)."""
-        return reactivex.defer(lambda _: reactivex.of(self.partition_properties(partition_id)))
-
     # -- receiving -----------------------------------------------------------------------------------------
     def receiver(
         self,
@@ -372,13 +358,7 @@ class InMemoryReceiver(ReceiverBase):
             readers.remove(self)
 
     # -- pulling -------------------------------------------------------------------------------------------
-    def receive_nowait(self, max_count: int) -> list[Event]:
-        """Up to ``max_count`` events available now, without waiting ([] if none).
-
-        Raises:
-            The errors of :meth:`receive_batch`.
-        """
-        self._check_open()
+    def _take_ready(self, max_count: int) -> list[Event]:
         if self._stolen is not None:
             raise OwnershipLostError(self._stolen)
         if self._partition.faults:
@@ -394,103 +374,18 @@ class InMemoryReceiver(ReceiverBase):
         return events
 
     async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:
-        events = self.receive_nowait(max_count)
+        events = self._take_ready(max_count)
         if events or max_wait == 0:
             return events
-        loop = asyncio.get_running_loop()
-        woken: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            def resolve() -> None:
-                if not woken.done():
-                    woken.set_result(None)
-
-            if not woken.done():
-                loop.call_soon_threadsafe(resolve)
-
-        self._partition.waiters.append(wake)
+        arrived = Signal()  # set by the next append (or a steal); waits in virtual time under a TestScheduler
+        self._partition.waiters.append(arrived.set)
         try:
-            await asyncio.wait_for(asyncio.shield(woken), max_wait)
-        except TimeoutError:
-            pass
+            await arrived.wait(max_wait)
         finally:
-            if wake in self._partition.waiters:
-                self._partition.waiters.remove(wake)
-        return self.receive_nowait(max_count)
-
-    async def receive_batch(self, max_count: int, max_wait: float | None = None) -> list[Event]:
-        check_receive_args(max_count, max_wait)
-        return await self._receive(max_count, max_wait)
-
-    def observe_batch(self, max_count: int, max_wait: float | None = None) -> Observable[list[Event]]:
-        """Rx-native :meth:`receive_batch`: emits the events (or [] after ``max_wait``) on the subscriber's scheduler.
-
-        Events present at subscription are emitted at once; otherwise the observable waits, in the
-        scheduler's time (virtual under ``TestScheduler``), for the first send or ``max_wait``.
-        """
-        check_receive_args(max_count, max_wait)
-
-        def subscribe(
-            observer: abc.ObserverBase[list[Event]], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            sched = scheduler or reactivex.scheduler.CurrentThreadScheduler.singleton()
-            finished = False
-
-            def deliver() -> None:
-                nonlocal finished
-                if finished:
-                    return
-                finished = True
-                try:
-                    events = self.receive_nowait(max_count)
-                except RxHubsError as exc:
-                    observer.on_error(exc)
-                    return
-                observer.on_next(events)
-                observer.on_completed()
-
-            try:
-                events = self.receive_nowait(max_count)
-            except RxHubsError as exc:
-                observer.on_error(exc)
-                return Disposable()
-            if events or max_wait == 0:
-                finished = True
-                observer.on_next(events)
-                observer.on_completed()
-                return Disposable()
-
-            disposables = CompositeDisposable()
-
-            def wake() -> None:
-                disposables.add(sched.schedule(lambda *_: deliver()))
-
-            self._partition.waiters.append(wake)
-
-            def unhook() -> None:
-                if wake in self._partition.waiters:
-                    self._partition.waiters.remove(wake)
-
-            disposables.add(Disposable(unhook))
-            if max_wait is not None:
-                disposables.add(sched.schedule_relative(max_wait, lambda *_: deliver()))
-            return disposables
-
-        return reactivex.create(subscribe)
-
-    def observe_close(self) -> Observable[None]:
-        """Rx-native :meth:`close` (completes at once)."""
-
-        def close_now(_: abc.SchedulerBase) -> Observable[None]:
-            self._mark_closed()
-            return reactivex.of(None)
-
-        return reactivex.defer(close_now)
-
-    def _mark_closed(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._detach()
+            if arrived.set in self._partition.waiters:
+                self._partition.waiters.remove(arrived.set)
+        self._check_open()
+        return self._take_ready(max_count)
 
     async def _close(self) -> None:
         self._detach()

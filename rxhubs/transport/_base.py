@@ -5,9 +5,12 @@ A *hub* knows one event hub (its namespace, name and partitions) and opens *rece
 ``await receive_batch(max_count, max_wait)`` returns between 0 and ``max_count`` events, waiting at most
 ``max_wait`` seconds for the first one, and the next call continues exactly after the last event returned.
 
-Transports may also offer ``observe_batch(max_count, max_wait)``, a one-shot Observable of the same list
-that runs on whatever scheduler subscribes to it. rxhubs prefers it when present: that is how the
-in-memory hub runs in virtual time under ``reactivex.testing.TestScheduler``.
+``receive_nowait(max_count)`` hands out what the receiver already holds, without waiting: partition streams
+call it first and await ``receive_batch`` only when it returns nothing, so a busy partition costs no task per
+batch. Every receiver implements both; :class:`ReceiverBase` carries the checks and the bookkeeping.
+
+rxhubs awaits receivers through :func:`rxhubs._rx.from_coroutine`: the Azure receiver under asyncio, the
+in-memory one also in virtual time (it waits only on the kernel's clock primitives).
 """
 
 from __future__ import annotations
@@ -70,6 +73,14 @@ class PartitionReceiver(Protocol):
             ReceiverClosedError: The receiver was closed.
             OwnershipLostError: A reader with a higher owner level took the partition.
             NotFoundError: The hub, partition or consumer group does not exist.
+        """
+        ...
+
+    def receive_nowait(self, max_count: int) -> list[Event]:
+        """Return the events already received (0..max_count), without waiting or opening anything.
+
+        Raises:
+            The errors of :meth:`receive_batch` that are already known.
         """
         ...
 
@@ -161,7 +172,7 @@ def check_receiver_args(partition_id: object, consumer_group: object, owner_leve
 class ReceiverBase(abc.ABC):
     """Optional base for receivers: argument checks, the closed state and the context-manager boilerplate.
 
-    Subclasses implement :meth:`_receive` and :meth:`_close`.
+    Subclasses implement :meth:`_receive`, :meth:`_take_ready` and :meth:`_close`.
     """
 
     def __init__(self, context: PartitionContext, start: Position, owner_level: int | None) -> None:
@@ -202,6 +213,14 @@ class ReceiverBase(abc.ABC):
             self._advance(events[-1])
         return events
 
+    def receive_nowait(self, max_count: int) -> list[Event]:
+        check_receive_args(max_count, 0)
+        self._check_open()
+        events = self._take_ready(max_count)
+        if events:
+            self._advance(events[-1])
+        return events
+
     def _advance(self, last: Event) -> None:
         self._last_sequence_number = last.sequence_number
 
@@ -211,6 +230,10 @@ class ReceiverBase(abc.ABC):
 
     @abc.abstractmethod
     async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]: ...
+
+    @abc.abstractmethod
+    def _take_ready(self, max_count: int) -> list[Event]:
+        """Up to ``max_count`` events available now; raise a known error; never wait."""
 
     @abc.abstractmethod
     async def get_partition_properties(self) -> PartitionProperties: ...

@@ -7,27 +7,31 @@ ledger records, for every event, who processed it and when the processing starte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import reactivex
 from reactivex import Observable, abc
 from reactivex import operators as ops
-from reactivex.disposable import Disposable
 from reactivex.testing import TestScheduler
 
 import rxhubs
-from rxhubs import CloseReason, EventBatch, PartitionStream
+from rxhubs import Checkpoint, CloseReason, EventBatch, Ownership, PartitionStream
 from rxhubs import operators as hops
-from rxhubs.stores import InMemoryCheckpointStore
+from rxhubs._rx import never, sleep
+from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub
 
 GROUP = "$Default"
+T = TypeVar("T")
 
 
-class ProxyStore:
-    """The in-memory store behind a switch: ``latency`` seconds per call, or no answer at all (``silent``)."""
+class ProxyStore(CheckpointStore):
+    """The in-memory store behind a switch: ``latency`` seconds per call, or no answer at all (``silent``).
+
+    Its verbs wait on the kernel's clock, so latency and silence count in the test's virtual time.
+    """
 
     def __init__(self, store: InMemoryCheckpointStore, scheduler: TestScheduler, latency: float = 0.0) -> None:
         self.inner = store
@@ -39,47 +43,34 @@ class ProxyStore:
         self.in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
 
-    def _wrap(self, verb: str, make: Callable[[], Observable[Any]], key: str = "") -> Observable[Any]:
-        def subscribe(
-            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            self.calls.append((self.scheduler.clock, verb))
-            if self.silent:
-                return Disposable()
-            self.in_flight[key] = self.in_flight.get(key, 0) + 1
-            self.max_in_flight[key] = max(self.max_in_flight.get(key, 0), self.in_flight[key])
-
-            def run(*_: Any) -> None:
-                self.in_flight[key] -= 1
-                if self.silent:
-                    return
-                make().subscribe(observer, scheduler=self.scheduler)
-
+    async def _wrap(self, verb: str, call: Callable[[], Awaitable[T]], key: str = "") -> T:
+        self.calls.append((self.scheduler.clock, verb))
+        if self.silent:
+            await never()
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        self.max_in_flight[key] = max(self.max_in_flight.get(key, 0), self.in_flight[key])
+        try:
             if self.latency:
-                return self.scheduler.schedule_relative(self.latency, run)
-            run()
-            return Disposable()
+                await sleep(self.latency)
+        finally:
+            self.in_flight[key] -= 1
+        if self.silent:
+            await never()
+        return await call()
 
-        return reactivex.create(subscribe)
+    async def list_ownership(self, *args: Any) -> list[Ownership]:
+        return await self._wrap("list_ownership", lambda: self.inner.list_ownership(*args))
 
-    def observe_list_ownership(self, *args: Any) -> Observable[Any]:
-        return self._wrap("list_ownership", lambda: self.inner.observe_list_ownership(*args))
-
-    def observe_claim_ownership(self, claims: Any) -> Observable[Any]:
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
         claims = list(claims)
-        return self._wrap("claim_ownership", lambda: self.inner.observe_claim_ownership(claims))
+        return await self._wrap("claim_ownership", lambda: self.inner.claim_ownership(claims))
 
-    def observe_list_checkpoints(self, *args: Any) -> Observable[Any]:
-        return self._wrap("list_checkpoints", lambda: self.inner.observe_list_checkpoints(*args))
+    async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:
+        return await self._wrap("list_checkpoints", lambda: self.inner.list_checkpoints(*args))
 
-    def observe_update_checkpoint(self, checkpoint: Any) -> Observable[Any]:
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
         self.writes.append((self.scheduler.clock, checkpoint.partition_id, checkpoint.sequence_number))
-        return self._wrap(
-            "update_checkpoint", lambda: self.inner.observe_update_checkpoint(checkpoint), checkpoint.partition_id
-        )
-
-    async def update_checkpoint(self, checkpoint: Any) -> None:  # pragma: no cover - the Rx form is used
-        await self.inner.update_checkpoint(checkpoint)
+        await self._wrap("update_checkpoint", lambda: self.inner.update_checkpoint(checkpoint), checkpoint.partition_id)
 
 
 @dataclass

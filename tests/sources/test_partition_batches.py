@@ -245,9 +245,14 @@ def test_bad_options_raise_typed_errors_at_call_time(kwargs: dict[str, Any], err
         rxhubs.partition_batches(hub, "0", **kwargs)
 
 
-def test_unknown_partition_raises_not_found() -> None:
-    with pytest.raises(NotFoundError, match="'7'"):
-        rxhubs.partition_batches(InMemoryEventHub(partition_count=2), "7")
+def test_unknown_partition_ends_the_stream_with_not_found() -> None:
+    errors: list[Exception] = []
+    scheduler = TestScheduler()
+    rxhubs.partition_batches(InMemoryEventHub(partition_count=2), "7").subscribe(
+        on_error=errors.append, scheduler=scheduler
+    )
+    scheduler.advance_to(1.0)
+    assert len(errors) == 1 and isinstance(errors[0], NotFoundError) and "'7'" in str(errors[0])
 
 
 def test_partitions_proceed_independently() -> None:

@@ -16,7 +16,7 @@ import rxhubs.stores._memory
 import rxhubs.stores._sdk
 import rxhubs.stores._sqlite
 from rxhubs import Checkpoint, Ownership
-from rxhubs._rx._aio import call
+from rxhubs._rx import from_coroutine
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.stores import InMemoryCheckpointStore
 
@@ -48,14 +48,14 @@ def test_claims_are_stamped_with_the_subscribing_schedulers_virtual_clock() -> N
     assert listed.last_modified_time == 45.5
 
 
-def test_a_renewal_loop_runs_in_virtual_time_through_the_generic_call_helper() -> None:
-    """The path rxhubs' balancing loop takes: rxhubs._rx._aio.call picks the Rx-native verb."""
+def test_a_renewal_loop_runs_in_virtual_time_through_the_kernel() -> None:
+    """The path rxhubs takes to every store: the async verb, stepped on the scheduler's clock."""
     scheduler = TestScheduler()
     store = InMemoryCheckpointStore()
     etags: list[str | None] = [None]
 
     def renew(_: int) -> reactivex.Observable[list[Ownership]]:
-        return call(store, "claim_ownership", [claim("0", "me", etags[-1])]).pipe(
+        return from_coroutine(lambda: store.claim_ownership([claim("0", "me", etags[-1])])).pipe(
             ops.do_action(lambda won: etags.append(won[0].etag))
         )
 

@@ -26,12 +26,18 @@ def test_exported_names_are_pinned() -> None:
         "CheckpointStore",
         "InMemoryCheckpointStore",
         "SdkCheckpointStore",
+        "SdkStyleCheckpointStore",
         "SqliteCheckpointStore",
+        "StoreLike",
         "as_checkpoint_store",
         "from_url",
     ]
     for name in rxhubs.stores.__all__:
-        assert getattr(rxhubs.stores, name).__name__ == name
+        value = getattr(rxhubs.stores, name)
+        if name == "StoreLike":  # a type alias: what public signatures accept as a store
+            assert set(value.__args__) == {rxhubs.stores.CheckpointStore, rxhubs.stores.SdkStyleCheckpointStore}
+        else:
+            assert value.__name__ == name
 
 
 def test_importing_the_stores_does_not_import_the_storage_sdk() -> None:

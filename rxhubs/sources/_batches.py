@@ -22,41 +22,18 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 from rxhubs._models import Event, EventBatch, Position, _Lease
-from rxhubs._rx._aio import call, from_async
+from rxhubs._retry import Backoff
+from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.errors import ConfigurationError
-from rxhubs.sources._retry import Backoff
+from rxhubs.sources._settings import DEFAULT_READ, ReadSettings
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, Hub, PartitionReceiver
 
-__all__ = ["DEFAULTS", "partition_batches"]
+__all__ = ["partition_batches"]
 
 log = logging.getLogger("rxhubs.sources")
 
-#: Defaults shared by ``partition_batches``, ``partitions`` and ``consume``. The prefetch is larger than the
-#: SDK's 300: its receive loop pauses 50 ms per read, so 300 caps a partition near 4-6k events/s; 1000 lifts
-#: that cap at the price of about 4 x 1000 buffered events per partition.
-DEFAULTS: dict[str, Any] = {
-    "max_batch_size": 300,
-    "max_wait": 1.0,
-    "max_inflight": 16,
-    "prefetch": 1000,
-}
-
 _SYNC_BURST = 64  # batches handed out in one scheduled step before yielding to other work
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def check_source_args(max_batch_size: object, max_wait: object, max_inflight: object, prefetch: object) -> None:
-    """Validate the options shared by the sources, raising :class:`ConfigurationError`."""
-    _check_positive_int("max_batch_size", max_batch_size)
-    _check_positive_int("max_inflight", max_inflight)
-    _check_positive_int("prefetch", prefetch)
-    if isinstance(max_wait, bool) or not isinstance(max_wait, int | float) or max_wait < 0:
-        raise ConfigurationError(f"max_wait must be a number of seconds >= 0, got {max_wait!r}")
 
 
 def partition_batches(
@@ -66,10 +43,10 @@ def partition_batches(
     consumer_group: str = DEFAULT_CONSUMER_GROUP,
     start: Position | None = None,
     owner_level: int | None = None,
-    prefetch: int = DEFAULTS["prefetch"],
-    max_batch_size: int = DEFAULTS["max_batch_size"],
-    max_wait: float = DEFAULTS["max_wait"],
-    max_inflight: int = DEFAULTS["max_inflight"],
+    prefetch: int = DEFAULT_READ.prefetch,
+    max_batch_size: int = DEFAULT_READ.max_batch_size,
+    max_wait: float = DEFAULT_READ.max_wait,
+    max_inflight: int = DEFAULT_READ.max_inflight,
     emit_empty: bool = False,
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
@@ -123,18 +100,13 @@ def partition_batches(
         >>> seen
         [[b'a', b'b'], [b'c']]
     """
-    check_source_args(max_batch_size, max_wait, max_inflight, prefetch)
+    settings = ReadSettings(max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty)
     if not isinstance(partition_id, str) or not partition_id:
         raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
     if start is not None and not isinstance(start, Position):
         raise ConfigurationError(f"start must be an rxhubs.Position, got {type(start).__name__}")
-    if not callable(getattr(hub, "receiver", None)):
-        raise ConfigurationError(f"hub must provide receiver(...), got {type(hub).__name__}")
-    known = getattr(hub, "partition_ids", None)
-    if isinstance(known, tuple) and partition_id not in known:
-        from rxhubs.errors import NotFoundError
-
-        raise NotFoundError(f"partition {partition_id!r} not found (ids: {', '.join(known)})")
+    if not isinstance(hub, Hub):
+        raise ConfigurationError(f"hub must implement rxhubs.Hub (receiver(...) and more), got {type(hub).__name__}")
 
     def subscribe(observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None) -> abc.DisposableBase:
         pump = _Pump(
@@ -144,10 +116,7 @@ def partition_batches(
                 partition_id, consumer_group, start=position, owner_level=owner_level, prefetch=prefetch
             ),
             start=start or Position.earliest(),
-            max_batch_size=max_batch_size,
-            max_wait=max_wait,
-            max_inflight=max_inflight,
-            emit_empty=emit_empty,
+            settings=settings,
             retry=retry or Backoff(),
             on_closed=on_closed,
         )
@@ -167,10 +136,7 @@ class _Pump:
         scheduler: abc.SchedulerBase,
         open_receiver: Callable[[Position], PartitionReceiver],
         start: Position,
-        max_batch_size: int,
-        max_wait: float,
-        max_inflight: int,
-        emit_empty: bool,
+        settings: ReadSettings,
         retry: Backoff,
         on_closed: Callable[[PartitionReceiver], None] | None,
     ) -> None:
@@ -178,10 +144,10 @@ class _Pump:
         self.scheduler = scheduler
         self.open_receiver = open_receiver
         self.start_position = start
-        self.max_batch_size = max_batch_size
-        self.max_wait = max_wait
-        self.max_inflight = max_inflight
-        self.emit_empty = emit_empty
+        self.max_batch_size = settings.max_batch_size
+        self.max_wait = settings.max_wait
+        self.max_inflight = settings.max_inflight
+        self.emit_empty = settings.emit_empty
         self.retry = retry
         self.on_closed = on_closed
         self.receiver: PartitionReceiver | None = None
@@ -279,22 +245,15 @@ class _Pump:
             receiver = self.receiver
             if receiver is None:
                 receiver = self.receiver = self.open_receiver(self.position())
-            nowait = getattr(receiver, "receive_nowait", None)
-            if nowait is not None:
-                events: list[Event] = nowait(self.max_batch_size)
-                if events:
-                    self.on_result(events)
-                    return True
+            events = receiver.receive_nowait(self.max_batch_size)
         except Exception as exc:
             self.on_failure(exc)
             return False
+        if events:
+            self.on_result(events)
+            return True
         self.pulling = True
-        observe = getattr(receiver, "observe_batch", None)
-        source: Observable[list[Event]]
-        if observe is not None:
-            source = observe(self.max_batch_size, self.max_wait)
-        else:
-            source = from_async(lambda: receiver.receive_batch(self.max_batch_size, self.max_wait))
+        source = from_coroutine(lambda: receiver.receive_batch(self.max_batch_size, self.max_wait))
         self.pull = source.subscribe(self.on_pulled, self.on_pull_error, scheduler=self.scheduler)
         return not self.pulling
 
@@ -382,6 +341,6 @@ class _Pump:
             closed()
 
         try:
-            call(receiver, "close").subscribe(on_completed=closed, on_error=failed, scheduler=self.scheduler)
+            from_coroutine(receiver.close).subscribe(on_completed=closed, on_error=failed, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)

@@ -1,4 +1,10 @@
-"""Retry with exponential backoff for retriable errors."""
+"""The one retry policy: which errors are worth retrying (:func:`is_retriable`), and how long to wait.
+
+Every retry in rxhubs (a partition stream reopening its receiver, the balancing loop's store calls, the
+checkpoint operator's writes) asks the same two questions here, so an error gets the same answer everywhere:
+an rxhubs error says for itself (its ``retriable`` flag); anything else is unexpected and presumed transient,
+retried with backoff (and reported to ``on_partition_error`` where there is one) until the attempts run out.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,20 @@ from dataclasses import dataclass
 
 from rxhubs.errors import ConfigurationError, RxHubsError
 
-__all__ = ["Backoff"]
+__all__ = ["Backoff", "is_retriable"]
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether trying again later may succeed: an rxhubs error's own flag; True for anything else.
+
+    Example:
+        >>> from rxhubs.errors import NotFoundError, StoreError
+        >>> is_retriable(StoreError("store unreachable")), is_retriable(NotFoundError("no such hub"))
+        (True, False)
+        >>> is_retriable(ConnectionResetError())
+        True
+    """
+    return error.retriable if isinstance(error, RxHubsError) else isinstance(error, Exception)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,5 +62,4 @@ class Backoff:
 
     def should_retry(self, error: BaseException, attempt: int) -> bool:
         """Whether retry number ``attempt`` (from 1) may be made after ``error``."""
-        retriable = isinstance(error, RxHubsError) and error.retriable
-        return retriable and (self.max_retries is None or attempt <= self.max_retries)
+        return is_retriable(error) and (self.max_retries is None or attempt <= self.max_retries)

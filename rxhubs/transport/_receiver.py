@@ -1,0 +1,368 @@
+"""The Azure pull receiver: one partition over the SDK's ``receive_batch``, pulled batch by batch.
+
+How it works (see ``docs/transport.md`` for the measurements behind it):
+
+- Each receiver owns one ``EventHubConsumerClient`` and, from its first pull, one task running the SDK's
+  ``receive_batch`` for its partition. The SDK's callback converts each batch to :class:`~rxhubs.Event`
+  (:mod:`rxhubs.transport._convert`) and puts it in a bounded buffer (under ``2 x prefetch`` events); when it
+  is full the callback waits, the SDK stops reading the socket once its own buffer passes one batch, and the
+  service stops sending: a receiver holds at most about ``4 x prefetch`` events however slowly it is pulled.
+- ``receive_nowait(max_count)`` hands out what is buffered; ``receive_batch(max_count, max_wait)`` waits for
+  the first buffered event or ``max_wait``, then returns what is buffered, up to ``max_count``.
+- The SDK's traps are closed off. After a steal or any error that exhausted its retries, the SDK would
+  re-attach on its own every load-balancing interval **from the original starting position**, replaying
+  everything. So the receiver's SDK client gets a load-balancing interval of days, the SDK task is
+  cancelled on the first error, and the error is raised from the next pull (an
+  :class:`~rxhubs.errors.OwnershipLostError` at once, discarding what was buffered, so two owners do not
+  process the same events; other errors after the buffered events were handed out). A reopened receiver
+  starts after the last event handed out, and every receiver drops any event at or below the highest
+  sequence number it has buffered (the SDK's internal link retries may replay some).
+- ``close()`` stops the SDK task without waiting for the SDK's once-a-second poll of its stopped
+  partitions, then closes the client, so the link is released when ``close()`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+from azure.eventhub import EventData
+from azure.eventhub.aio import EventHubConsumerClient
+
+from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext, PartitionProperties, Position
+from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
+from rxhubs.transport._base import ReceiverBase
+from rxhubs.transport._convert import event_from_sdk, last_enqueued_from_sdk
+from rxhubs.transport._errors import first_line, translate_error
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["AzurePartitionReceiver", "ReceiverHost", "forget_delivery_tags", "sdk_delivery_tags"]
+
+_log = logging.getLogger("rxhubs.transport.azure")
+
+# Upper bound on each step of closing a receiver (normally milliseconds).
+_CLOSE_STEP_TIMEOUT = 5.0
+
+
+class ReceiverHost(Protocol):
+    """What a receiver needs from the hub that made it (:class:`~rxhubs.EventHub`)."""
+
+    _secrets: tuple[str, ...]
+    _track_last_enqueued: bool
+
+    async def _check_partition(self, partition_id: str) -> None: ...
+
+    def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient: ...
+
+    def _forget(self, receiver: AzurePartitionReceiver) -> None: ...
+
+    async def get_partition_properties(self, partition_id: str) -> PartitionProperties: ...
+
+
+def _sdk_position(start: Position) -> tuple[str | int | _dt.datetime, bool]:
+    """The SDK's ``starting_position`` and ``starting_position_inclusive`` for a :class:`Position`."""
+    if start.kind == "earliest":
+        return "-1", False
+    if start.kind == "latest":
+        return "@latest", False
+    assert isinstance(start.value, str | int | _dt.datetime)  # checked by Position
+    return start.value, start.inclusive
+
+
+def _high_water(start: Position) -> int:
+    """Events at or below this sequence number are never handed out (-1: none filtered)."""
+    if start.kind == "sequence_number":
+        assert isinstance(start.value, int)
+        return start.value - 1 if start.inclusive else start.value
+    return -1
+
+
+def sdk_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> set[Any] | None:
+    """The SDK receiver link's set of delivery tags awaiting a disposition, or None if it cannot be found.
+
+    A workaround's only way in: azure-eventhub 5.15's ``ReceiverLink`` adds every delivery's tag to this set
+    and removes it only when it sends a disposition, which an Event Hubs receiver never does, so the set
+    grows by about 60 bytes per event, forever (+97% RSS in a 10-minute soak, for the raw SDK too).
+    """
+    try:
+        processor = client._event_processors[(consumer_group, partition_id)]
+        link = processor._consumers[partition_id]._handler._link
+        tags = link._received_delivery_tags
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return tags if isinstance(tags, set) else None
+
+
+def forget_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> None:
+    """Empty the SDK's delivery-tag set (safe: no disposition is ever sent for these deliveries)."""
+    tags = sdk_delivery_tags(client, consumer_group, partition_id)
+    if tags:
+        tags.clear()
+
+
+class AzurePartitionReceiver(ReceiverBase):
+    """A pull receiver of one partition over the SDK's ``receive_batch``; made by :meth:`EventHub.receiver`.
+
+    Example:
+        >>> async def drain(hub):  # doctest: +SKIP
+        ...     async with hub.receiver("0") as receiver:
+        ...         while batch := await receiver.receive_batch(500, max_wait=1.0):
+        ...             print(batch[-1].sequence_number, receiver.last_enqueued_event_properties)
+    """
+
+    def __init__(
+        self, hub: ReceiverHost, context: PartitionContext, start: Position, owner_level: int | None, prefetch: int
+    ) -> None:
+        super().__init__(context, start, owner_level)
+        self._hub = hub
+        self._start = start
+        self._prefetch = prefetch
+        self._high_water = _high_water(start)
+        self._chunks: deque[tuple[list[Event], LastEnqueuedEventProperties | None]] = deque()
+        self._buffered = 0  # events in _chunks; the SDK callback waits while it is >= prefetch
+        self._error: RxHubsError | None = None
+        self._data = asyncio.Event()  # set when a chunk, an error or close arrives
+        self._space = asyncio.Event()  # set when the buffer has room (or we are stopping)
+        self._space.set()
+        self._link_closed = asyncio.Event()
+        self._close_task: asyncio.Task[Any] | None = None
+        self._pull_lock = asyncio.Lock()
+        self._client: EventHubConsumerClient | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._dropped = 0
+
+    # -- pulling ---------------------------------------------------------------------------------------------
+
+    async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:
+        async with self._pull_lock:
+            if self._task is None and self._error is None:
+                await self._open()
+            events = self._take(max_count)
+            if events:
+                return events
+            if self._error is not None:
+                raise self._error
+            if max_wait == 0:
+                return []
+            try:
+                async with asyncio.timeout(max_wait):
+                    while True:
+                        self._data.clear()
+                        await self._data.wait()
+                        self._check_open()
+                        events = self._take(max_count)
+                        if events:
+                            return events
+                        if self._error is not None:
+                            raise self._error
+            except TimeoutError:
+                return []
+
+    def _take_ready(self, max_count: int) -> list[Event]:
+        events = self._take(max_count)
+        if not events and self._error is not None:
+            raise self._error
+        return events
+
+    def _take(self, max_count: int) -> list[Event]:
+        chunks = self._chunks
+        if not chunks:
+            return []
+        out: list[Event] = []
+        while chunks and len(out) < max_count:
+            events, last_enqueued = chunks[0]
+            need = max_count - len(out)
+            if len(events) <= need:
+                chunks.popleft()
+                if out:
+                    out.extend(events)
+                else:
+                    out = events
+            else:
+                out.extend(events[:need])
+                chunks[0] = (events[need:], last_enqueued)
+            if last_enqueued is not None:
+                self._last_enqueued = last_enqueued
+        self._buffered -= len(out)
+        self._space.set()
+        return out
+
+    async def _open(self) -> None:
+        """Start the SDK task; only :meth:`Position.latest` makes the first pull wait for the service.
+
+        "Latest" must mean "after the events present when the receiver opened", but the SDK attaches its link
+        (and so evaluates ``@latest``) about a second later, after a first pull may have returned and more
+        events arrived. So the first pull fixes it as the partition's last enqueued sequence number.
+        """
+        if self._start.kind == "latest":
+            try:
+                props = await self._hub.get_partition_properties(self._context.partition_id)
+            except RxHubsError as exc:
+                self._error = exc  # sticky, like every receive error: open a new receiver
+                raise
+            self._start = Position.from_sequence_number(props.last_enqueued_sequence_number)
+            self._position = self._start
+            self._high_water = _high_water(self._start)
+        c = self._context
+        self._task = asyncio.create_task(self._run(), name=f"rxhubs-receive-{c.eventhub_name}-{c.partition_id}")
+
+    async def _run(self) -> None:
+        try:
+            # Unknown partitions fail here (the hub caches the ids); unknown consumer groups when the link
+            # attaches. Both wake the waiting pull through _fail.
+            await self._hub._check_partition(self._context.partition_id)
+            client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
+            position, inclusive = _sdk_position(self._start)
+            await client.receive_batch(
+                self._on_batch,
+                partition_id=self._context.partition_id,
+                starting_position=position,
+                starting_position_inclusive=inclusive,
+                max_batch_size=self._prefetch,
+                max_wait_time=None,
+                prefetch=self._prefetch,
+                owner_level=self._owner_level,
+                track_last_enqueued_event_properties=self._hub._track_last_enqueued,
+                on_error=self._on_error,
+                on_partition_close=self._on_partition_close,
+            )
+        except asyncio.CancelledError:
+            raise
+        except RxHubsError as exc:
+            self._fail(exc, None)
+        except Exception as exc:
+            self._fail(translate_error(exc, self._what(), self._hub._secrets), exc)
+        else:
+            if not self._stopping:
+                self._fail(TransportError(f"{self._what()}: the SDK receive loop ended"), None)
+
+    def _what(self) -> str:
+        c = self._context
+        return f"receive from {c.eventhub_name}/{c.consumer_group}/{c.partition_id}"
+
+    # -- SDK callbacks ---------------------------------------------------------------------------------------
+
+    async def _on_batch(self, partition_context: Any, batch: list[EventData]) -> None:
+        if not batch:
+            return
+        forget_delivery_tags(self._client, self._context.consumer_group, self._context.partition_id)
+        while self._buffered >= self._prefetch and not self._stopping:
+            self._space.clear()
+            await self._space.wait()
+        if self._stopping or self._error is not None:
+            return
+        high = self._high_water
+        events: list[Event] = []
+        append = events.append
+        for data in batch:
+            event = event_from_sdk(data)
+            if event.sequence_number > high:
+                append(event)
+                high = event.sequence_number
+            else:
+                self._dropped += 1
+        if self._dropped and len(events) < len(batch):
+            _log.debug("%s: dropped %d replayed event(s)", self._what(), len(batch) - len(events))
+        if not events:
+            return
+        self._high_water = high
+        self._chunks.append((events, last_enqueued_from_sdk(partition_context.last_enqueued_event_properties)))
+        self._buffered += len(events)
+        self._data.set()
+
+    async def _on_error(self, partition_context: Any, error: Exception) -> None:
+        if self._stopping:
+            return
+        self._fail(translate_error(error, self._what(), self._hub._secrets), error)
+
+    async def _on_partition_close(self, partition_context: Any, reason: Any) -> None:
+        # Runs in the SDK task that closes the partition's consumer; once it finishes, the SDK's bookkeeping
+        # of the partition is gone too (see _stop_sdk).
+        self._close_task = asyncio.current_task()
+        self._link_closed.set()
+
+    def _fail(self, error: RxHubsError, cause: BaseException | None) -> None:
+        """Record the first error, stop the SDK from re-attaching on its own, and wake a waiting pull."""
+        if self._error is not None or self._stopping:
+            return
+        if cause is not None and error.__cause__ is None and error is not cause:
+            error.__cause__ = cause
+        self._error = error
+        if isinstance(error, OwnershipLostError):
+            self._chunks.clear()  # the new owner reads these; handing them out would process them twice
+            self._buffered = 0
+        _log.info("%s", error)
+        task = self._task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()  # the SDK would otherwise re-attach later from the original start position
+        self._data.set()
+
+    # -- properties and closing ------------------------------------------------------------------------------
+
+    async def get_partition_properties(self) -> PartitionProperties:
+        """The partition's current properties (from the hub's management link).
+
+        Example:
+            >>> async def lag(receiver):  # doctest: +SKIP
+            ...     p = await receiver.get_partition_properties()
+            ...     return p.last_enqueued_sequence_number - receiver.position.value
+        """
+        self._check_open()
+        return await self._hub.get_partition_properties(self._context.partition_id)
+
+    async def _close(self) -> None:
+        self._stopping = True
+        self._space.set()
+        self._data.set()
+        self._chunks.clear()
+        self._buffered = 0
+        try:
+            await self._stop_sdk()
+        finally:
+            client, self._client = self._client, None
+            self._hub._forget(self)
+            if client is not None:
+                try:
+                    await asyncio.wait_for(client.close(), _CLOSE_STEP_TIMEOUT)
+                except Exception as exc:
+                    _log.debug("%s: closing the client failed: %s", self._what(), first_line(exc, self._hub._secrets))
+
+    async def _stop_sdk(self) -> None:
+        """Cancel the SDK task and wait until its consumer (the AMQP link) is closed.
+
+        Cancelling makes the SDK cancel its partition task, close the partition's consumer (then
+        ``on_partition_close`` runs) and poll once a second until that partition is gone. Once the consumer is
+        closed, a second cancel ends that poll at once; the client's ``close()`` then has nothing left to wait
+        for. Each step is bounded, so a misbehaving SDK cannot hang ``close()``.
+        """
+        task = self._task
+        if task is None or task.done():
+            return
+        task.cancel()
+        closed = asyncio.ensure_future(self._link_closed.wait())
+        try:
+            await asyncio.wait({task, closed}, timeout=_CLOSE_STEP_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+        close_task = self._close_task
+        if close_task is not None and close_task is not asyncio.current_task() and not close_task.done():
+            await asyncio.wait({close_task}, timeout=_CLOSE_STEP_TIMEOUT)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=_CLOSE_STEP_TIMEOUT)
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            _log.debug("%s: SDK task ended with %r", self._what(), task.exception())
+
+    async def __aenter__(self) -> AzurePartitionReceiver:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
