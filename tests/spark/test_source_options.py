@@ -1,0 +1,125 @@
+"""The streaming source's options: the Scala connector's names where they mean the same, and the discovery shims.
+
+No Spark session here: options are checked when the reader is built, and the shims are plain modules.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from rxhubs.errors import ConfigurationError
+from rxhubs.spark._source import EventHubsDataSource, RxHubsDataSource, _Options
+
+SECRET = "c2VjcmV0LWtleS1mb3ItdGVzdHM="
+FAKE = f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey={SECRET};EntityPath=h"
+DISCOVERY = Path(__file__).resolve().parents[2] / "rxhubs" / "spark" / "_discovery"
+
+
+def position(offset: str | None = None, seq: int = -1, inclusive: bool = True, time: str | None = None) -> str:
+    """A JSON EventPosition exactly as the connector's PySpark guide builds one."""
+    return json.dumps({"offset": offset, "seqNo": seq, "enqueuedTime": time, "isInclusive": inclusive})
+
+
+def key(partition: int, hub: str = "h") -> str:
+    return json.dumps({"ehName": hub, "partitionId": partition})
+
+
+def starts(options: dict[str, str], partitions: tuple[str, ...] = ("0", "1", "2")) -> dict[str, Any]:
+    opts = _Options(options)
+    return {p: opts.start_of(p) for p in partitions}
+
+
+def test_the_scala_connectors_option_names_mean_the_same_here() -> None:
+    ehconf = {
+        "eventhubs.connectionString": FAKE,
+        "eventhubs.consumerGroup": "analytics",
+        "eventhubs.prefetchCount": "250",
+        "eventhubs.receiverTimeout": "PT1M30S",
+        "maxEventsPerTrigger": "5000",
+    }
+    opts = _Options(ehconf)
+    assert (opts.eventhub_name, opts.consumer_group, opts.prefetch, opts.receive_timeout, opts.max_events) == (
+        "h", "analytics", 250, 90.0, 5000,
+    )
+    native = _Options({"connectionString": FAKE, "consumerGroup": "analytics", "prefetch": "250",
+                       "receiveTimeout": "90", "maxEventsPerTrigger": "5000"})
+    assert vars(native) == vars(opts)
+    assert _Options({"EVENTHUBS.CONNECTIONSTRING": FAKE}).connection_string == FAKE  # names are case-insensitive
+
+
+def test_starting_positions_in_the_connectors_json() -> None:
+    assert starts({"connectionString": FAKE, "eventhubs.startingPosition": position(offset="-1")}) == dict.fromkeys(
+        "012", "earliest"
+    )
+    assert starts({"connectionString": FAKE, "eventhubs.startingPosition": position(offset="@latest")}) == (
+        dict.fromkeys("012", "latest")
+    )
+    per_partition = {
+        key(0): json.loads(position(offset="@latest")),
+        key(2): json.loads(position(seq=100)),
+        "1": json.loads(position(seq=7, inclusive=False)),  # a plain partition id works too
+    }
+    assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps(per_partition)}) == {
+        "0": "latest", "1": 8, "2": 100,
+    }
+    # per-partition entries win; the others take eventhubs.startingPosition (else the start of the stream)
+    assert starts({
+        "connectionString": FAKE,
+        "eventhubs.startingPosition": position(offset="@latest"),
+        "eventhubs.startingPositions": json.dumps({key(1): json.loads(position(seq=3))}),
+    }) == {"0": "latest", "1": 3, "2": "latest"}
+    assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps({key(1): json.loads(
+        position(seq=3))})}) == {"0": "earliest", "1": 3, "2": "earliest"}
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"eventhubs.startingPosition": position(time="2026-01-01T00:00:00.000Z")}, "enqueuedTime"),
+        ({"eventhubs.startingPosition": position(offset="12345")}, "seqNo instead"),
+        ({"eventhubs.startingPosition": position(offset="-1", seq=4)}, "not both"),
+        ({"eventhubs.startingPosition": position(seq=-3)}, "seqNo"),
+        ({"eventhubs.startingPosition": "earliest"}, "must be JSON"),
+        ({"eventhubs.startingPositions": json.dumps({key(0, "other"): json.loads(position(seq=1))})}, "'other'"),
+        ({"eventhubs.startingPositions": json.dumps({json.dumps({"ehName": "h"}): {}})}, "names no partition"),
+        ({"eventhubs.startingPositions": "[1, 2]"}, "JSON object"),
+        ({"eventhubs.startingPosition": position(offset="-1"), "startingPosition": "earliest"}, "not both"),
+        ({"eventhubs.consumerGroup": "a", "consumerGroup": "b"}, "given twice"),
+        ({"eventhubs.endingPosition": position(offset="@latest")}, "availableNow"),
+        ({"eventhubs.endingPositions": "{}"}, "streaming only"),
+        ({"eventhubs.receiverTimeout": "PT0S"}, "receiveTimeout"),
+        ({"eventhubs.receiverTimeout": "P1D"}, "receiveTimeout"),
+        ({"eventhubs.operationTimeout": "PT60S"}, "unknown"),
+    ],
+)
+def test_bad_connector_options_are_configuration_errors_without_the_key(options: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigurationError, match=fragment) as info:
+        EventHubsDataSource({"connectionString": FAKE, **options}).streamReader(None)
+    assert SECRET not in str(info.value)
+
+
+def test_the_same_value_under_both_names_is_accepted() -> None:
+    opts = _Options({"connectionString": FAKE, "eventhubs.connectionString": FAKE})
+    assert opts.connection_string == FAKE
+
+
+def load_shim(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_shim_{name}", DISCOVERY / name / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_discovery_shims_name_the_source_as_spark_expects() -> None:
+    eventhubs, rxhubs_ = load_shim("pyspark_rxhubs_eventhubs"), load_shim("pyspark_rxhubs")
+    # what pyspark/sql/worker/lookup_data_sources.py checks, and the name it registers
+    assert eventhubs.DefaultSource is EventHubsDataSource and eventhubs.DefaultSource.name() == "eventhubs"
+    assert rxhubs_.DefaultSource is RxHubsDataSource and rxhubs_.DefaultSource.name() == "rxhubs"
+    assert issubclass(RxHubsDataSource, EventHubsDataSource)
