@@ -9,14 +9,17 @@ after a crash writes the same data again, and file sinks stay exactly-once.
 ``{"0": 1200, "1": 1187}``: the micro-batch ``(start, end]`` holds, for every partition ``p``, the events
 with ``start[p] <= sequenceNumber < end[p]``.
 
-Options (names as in the azure-event-hubs-spark connector where they overlap; case-insensitive):
+Options (case-insensitive; the azure-event-hubs-spark connector's names are accepted where they mean the
+same, see :data:`SCALA_ALIASES` and ``docs/spark.md``):
 
 - ``connectionString`` (required): an Event Hubs connection string (``EntityPath`` or ``eventHubName``).
 - ``eventHubName``: the hub, when the connection string has no ``EntityPath``.
 - ``consumerGroup`` (default ``$Default``): the group to receive with, and whose checkpoints are used.
 - ``startingPosition`` (default ``latest``): ``earliest``, ``latest``, or a JSON object mapping partition ids
   to the next sequence number to read (or to ``"earliest"``/``"latest"``); partitions it leaves out start
-  at ``earliest``. Used only when a query starts without a Spark checkpoint.
+  at ``earliest``. Used only when a query starts without a Spark checkpoint. Or the connector's
+  ``eventhubs.startingPosition`` / ``eventhubs.startingPositions`` (EventPosition JSON: start, end, sequence
+  number, offset or enqueued time; the driver translates the last two into sequence numbers at start).
 - ``checkpointStore``: an rxhubs checkpoint store URL (``sqlite:///path``, ``blob://container``); a new query
   starts just after the group's checkpoints there (``startingPosition`` for partitions without one), and
   :meth:`EventHubsStreamReader.commit` writes each committed range end back. Spark calls ``commit`` when it
@@ -28,9 +31,10 @@ Options (names as in the azure-event-hubs-spark connector where they overlap; ca
 - ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
   (the first pull of a task gets 30 s more: it connects).
 
+Spark finds the source by itself under ``eventhubs`` and ``rxhubs`` (the ``pyspark_*`` modules of the wheel);
+:func:`register_source` does it by hand where that cannot work.
+
 Example:
-    >>> import rxhubs.spark
-    >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
     >>> df = (spark.readStream.format("eventhubs")  # doctest: +SKIP
     ...       .option("connectionString", conn_str).option("startingPosition", "earliest").load())
 """
@@ -38,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import itertools
 import json
 import logging
@@ -112,9 +117,12 @@ _BATCH_ONLY = ("eventhubs.endingposition", "eventhubs.endingpositions")
 _ISO_DURATION = re.compile(r"PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?", re.IGNORECASE)
 
 Offset = dict[str, int]
-#: Where a partition starts when the query has no Spark checkpoint: ``"earliest"``, ``"latest"`` or the next
-#: sequence number to read.
-Start = int | str
+#: Where a partition starts when the query has no Spark checkpoint: ``"earliest"``, ``"latest"``, the next
+#: sequence number to read, or a Position (an offset or an enqueued time, from the Scala connector's options)
+#: that the driver translates into a sequence number when the query starts.
+Start = int | str | Position
+#: Seconds the driver waits for the first event at an offset or enqueued time before taking the partition's end.
+_TRANSLATE_WAIT = 10.0
 
 
 class SequenceRange(InputPartition):
@@ -326,32 +334,38 @@ def _partition_key(key: str, eventhub_name: str) -> str:
 def _event_position(position: Any, name: str) -> Start:
     """A Scala connector ``EventPosition`` (``offset``, ``seqNo``, ``enqueuedTime``, ``isInclusive``) as a start.
 
-    Supported: the start of the stream (``offset`` ``"-1"``), its end (``"@latest"``) and a sequence number
-    (``seqNo``, exclusive when ``isInclusive`` is false). Offsets and enqueued times name no sequence number
-    before a receiver reads there, which this planner does not do: they are refused with what to use instead.
+    The start of the stream (``offset`` ``"-1"``), its end (``"@latest"``) and a sequence number (``seqNo``,
+    one later when ``isInclusive`` is false) are used as they are. A numeric ``offset`` or an ``enqueuedTime``
+    (``"2026-03-01T12:00:00.000Z"``; naive means UTC) becomes a :class:`~rxhubs.Position` that the driver
+    translates into the sequence number of the first event there when the query starts, as the connector does.
     """
     if not isinstance(position, dict):
         raise ConfigurationError(f"{name} must be an EventPosition JSON object (offset, seqNo, enqueuedTime)")
-    offset, seq = position.get("offset"), position.get("seqNo", -1)
-    inclusive = position.get("isInclusive", True)
-    if position.get("enqueuedTime") is not None:
-        raise ConfigurationError(
-            f"{name}: enqueuedTime positions are not supported by this source; give a seqNo, "
-            'or offset "-1" (start of stream) or "@latest" (end of stream)'
-        )
-    if offset is not None and seq not in (None, -1):
-        raise ConfigurationError(f"{name}: give one of offset and seqNo, not both")
+    offset, seq, enqueued = position.get("offset"), position.get("seqNo", -1), position.get("enqueuedTime")
+    inclusive = position.get("isInclusive", True) is not False
+    given = [k for k, v in (("offset", offset), ("seqNo", None if seq in (None, -1) else seq),
+                            ("enqueuedTime", enqueued)) if v is not None]
+    if len(given) > 1:
+        raise ConfigurationError(f"{name}: give one of offset, seqNo and enqueuedTime, not {' and '.join(given)}")
+    if enqueued is not None:
+        try:
+            when = _dt.datetime.fromisoformat(str(enqueued))
+        except ValueError:
+            raise ConfigurationError(
+                f"{name}: enqueuedTime must be an ISO 8601 time like 2026-03-01T12:00:00.000Z, got {enqueued!r}"
+            ) from None
+        when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+        return Position.from_enqueued_time(when, inclusive=inclusive)
     if offset is not None:
         if str(offset) == "-1":
             return "earliest"
         if str(offset) == "@latest":
             return "latest"
-        raise ConfigurationError(
-            f'{name}: offset {offset!r} is not supported by this source (only "-1" and "@latest"); give the '
-            "event's seqNo instead"
-        )
+        if not str(offset).isdigit():
+            raise ConfigurationError(f'{name}: offset must be "-1", "@latest" or a number, got {offset!r}')
+        return Position.from_offset(str(offset), inclusive=inclusive)
     if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
-        return seq if inclusive is not False else seq + 1
+        return seq if inclusive else seq + 1
     raise ConfigurationError(f"{name}: seqNo must be a sequence number >= 0, got {seq!r}")
 
 
@@ -500,6 +514,8 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         offset: Offset = {}
         for pid, p in props.items():
             choice = opts.start_of(pid)
+            if isinstance(choice, Position):
+                choice = self._run(self._translate(pid, choice, p))
             if choice == "earliest":
                 offset[pid] = _first(p)
             elif choice == "latest":
@@ -517,6 +533,29 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
                     self._committed[cp.partition_id] = cp.sequence_number + 1
         _log.info("eventhubs source %r starts at %s", opts.eventhub_name, offset)
         return offset
+
+    async def _translate(self, partition_id: str, position: Position, props: PartitionProperties) -> int:
+        """The sequence number of the first event at ``position`` (an offset or enqueued time), else the end.
+
+        Read with a receiver, as the Scala connector does; a position past the last event (known from the
+        partition's properties, or no event within a few seconds) means the partition's end.
+        """
+        if props.is_empty:
+            return _next(props)
+        last_time = props.last_enqueued_time_utc
+        if isinstance(position.value, _dt.datetime) and last_time is not None:
+            when, last = position.value, last_time if last_time.tzinfo else last_time.replace(tzinfo=_dt.UTC)
+            if when > last or (when == last and not position.inclusive):
+                return _next(props)
+        if position.kind == "offset" and props.last_enqueued_offset.isdigit():
+            offset, last_offset = int(str(position.value)), int(props.last_enqueued_offset)
+            if offset > last_offset or (offset == last_offset and not position.inclusive):
+                return _next(props)
+        opts = self._options
+        receiver = self._driver_hub().receiver(partition_id, opts.consumer_group, start=position, prefetch=1)
+        async with receiver:
+            events = await receiver.receive_batch(1, max_wait=min(opts.receive_timeout, _TRANSLATE_WAIT))
+        return events[0].sequence_number if events else _next(props)
 
     def _latest(self) -> Offset:
         return {pid: _next(p) for pid, p in self._run(self._properties()).items()}

@@ -5,6 +5,8 @@ No Spark session here: options are checked when the reader is built, and the shi
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import importlib.util
 import json
 from pathlib import Path
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 
+import rxhubs
+from rxhubs import Position
 from rxhubs.errors import ConfigurationError
 from rxhubs.spark._source import EventHubsDataSource, RxHubsDataSource, _Options
 
@@ -81,9 +85,10 @@ def test_starting_positions_in_the_connectors_json() -> None:
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"eventhubs.startingPosition": position(time="2026-01-01T00:00:00.000Z")}, "enqueuedTime"),
-        ({"eventhubs.startingPosition": position(offset="12345")}, "seqNo instead"),
-        ({"eventhubs.startingPosition": position(offset="-1", seq=4)}, "not both"),
+        ({"eventhubs.startingPosition": position(time="yesterday")}, "ISO 8601"),
+        ({"eventhubs.startingPosition": position(offset="x12")}, "a number"),
+        ({"eventhubs.startingPosition": position(offset="-1", seq=4)}, "not offset and seqNo"),
+        ({"eventhubs.startingPosition": position(offset="5", time="2026-01-01T00:00:00Z")}, "not offset and"),
         ({"eventhubs.startingPosition": position(seq=-3)}, "seqNo"),
         ({"eventhubs.startingPosition": "earliest"}, "must be JSON"),
         ({"eventhubs.startingPositions": json.dumps({key(0, "other"): json.loads(position(seq=1))})}, "'other'"),
@@ -102,6 +107,63 @@ def test_bad_connector_options_are_configuration_errors_without_the_key(options:
     with pytest.raises(ConfigurationError, match=fragment) as info:
         EventHubsDataSource({"connectionString": FAKE, **options}).streamReader(None)
     assert SECRET not in str(info.value)
+
+
+def test_offsets_and_enqueued_times_become_positions_the_driver_translates() -> None:
+    per_partition = {
+        key(0): json.loads(position(offset="4096")),
+        key(1): json.loads(position(time="2026-03-01T12:00:00.1234Z", inclusive=False)),
+        key(2): json.loads(position(time="2026-03-01T12:00:00")),  # naive: UTC
+    }
+    assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps(per_partition)}) == {
+        "0": Position.from_offset("4096", inclusive=True),
+        "1": Position.from_enqueued_time(dt.datetime(2026, 3, 1, 12, 0, 0, 123400, tzinfo=dt.UTC)),
+        "2": Position.from_enqueued_time(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC), inclusive=True),
+    }
+
+
+def test_the_driver_translates_offsets_and_enqueued_times_on_the_emulator(emulator_factory: Any) -> None:
+    conn = emulator_factory(hubs={"h": 3}).connection_string("h")
+
+    async def fill() -> dict[str, list[rxhubs.Event]]:
+        async with rxhubs.EventHub.from_connection_string(conn) as hub:
+            for p in ("0", "1"):
+                await hub.send([f"a{i}" for i in range(5)], partition_id=p)
+            await asyncio.sleep(0.05)  # later enqueued times for the second five
+            for p in ("0", "1"):
+                await hub.send([f"b{i}" for i in range(5)], partition_id=p)
+            out = {}
+            for p in ("0", "1"):
+                async with hub.receiver(p, start=Position.earliest()) as receiver:
+                    out[p] = await receiver.receive_batch(10, max_wait=10)
+            return out
+
+    events = asyncio.run(fill())
+    assert [len(v) for v in events.values()] == [10, 10]
+    b0 = events["1"][5]
+    assert b0.enqueued_time > events["1"][4].enqueued_time
+
+    def initial(per_partition: dict[str, Any]) -> dict[str, int]:
+        reader = EventHubsDataSource(
+            {"eventhubs.connectionString": conn, "eventhubs.startingPositions": json.dumps(per_partition)}
+        ).streamReader(None)
+        try:
+            return dict(reader.initialOffset())
+        finally:
+            reader.stop()
+
+    def at(when: dt.datetime) -> dict[str, Any]:
+        return {"offset": None, "seqNo": -1, "enqueuedTime": when.isoformat(), "isInclusive": True}
+
+    assert initial({
+        "0": {"offset": str(events["0"][3].offset), "seqNo": -1, "enqueuedTime": None, "isInclusive": True},
+        "1": at(b0.enqueued_time),
+        "2": at(b0.enqueued_time),  # an empty partition starts at its end
+    }) == {"0": 3, "1": 5, "2": 0}
+    assert initial({
+        "0": {"offset": str(events["0"][3].offset), "seqNo": -1, "enqueuedTime": None, "isInclusive": False},
+        "1": at(b0.enqueued_time + dt.timedelta(days=1)),  # after the last event: the partition's end
+    }) == {"0": 4, "1": 10, "2": 0}
 
 
 def test_the_same_value_under_both_names_is_accepted() -> None:
