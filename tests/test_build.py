@@ -27,6 +27,11 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
     return build_distributions(tmp_path_factory)
 
 
+def test_the_build_has_no_deprecation_warning(dists: Distributions) -> None:
+    assert "deprecat" not in dists.log.lower(), dists.log[-3000:]  # e.g. project.license as a TOML table
+    assert "successfully built" in dists.log.lower()
+
+
 def test_the_wheel_holds_the_package_and_the_spark_discovery_modules_at_top_level(dists: Distributions) -> None:
     with zipfile.ZipFile(dists.wheel) as wheel:
         names = wheel.namelist()

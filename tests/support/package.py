@@ -25,6 +25,7 @@ DISCOVERY_MODULES = ("pyspark_rxhubs", "pyspark_rxhubs_eventhubs")
 class Distributions:
     sdist: Path
     wheel: Path
+    log: str  # what python -m build printed (stdout and stderr)
 
 
 _built: dict[str, Distributions] = {}
@@ -56,7 +57,7 @@ def build_distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributio
     assert result.returncode == 0, f"python -m build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     [sdist] = out.glob("rxhubs-*.tar.gz")
     [wheel] = out.glob("rxhubs-*.whl")
-    _built["dist"] = Distributions(sdist, wheel)
+    _built["dist"] = Distributions(sdist, wheel, result.stdout + result.stderr)
     return _built["dist"]
 
 
