@@ -288,10 +288,10 @@ def _scala_starts(options: Mapping[str, str], eventhub_name: str) -> tuple[Start
     """The Scala connector's ``eventhubs.startingPosition`` (all partitions) and ``...Positions`` (per partition).
 
     Values are its JSON ``EventPosition``s; keys of ``startingPositions`` its JSON ``NameAndPartition``
-    (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id. As in the connector, a partition in
-    neither starts at the start of the stream.
+    (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id. As in the connector (whose default
+    position is the end of the stream), a partition in neither starts at ``latest``.
     """
-    default: Start = "earliest"
+    default: Start = "latest"
     if "eventhubs.startingposition" in options:
         default = _event_position(_json(options["eventhubs.startingposition"], "eventhubs.startingPosition"),
                                   "eventhubs.startingPosition")

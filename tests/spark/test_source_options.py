@@ -72,14 +72,15 @@ def test_starting_positions_in_the_connectors_json() -> None:
     assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps(per_partition)}) == {
         "0": "latest", "1": 8, "2": 100,
     }
-    # per-partition entries win; the others take eventhubs.startingPosition (else the start of the stream)
+    # per-partition entries win; the others take eventhubs.startingPosition (else the end of the stream)
     assert starts({
         "connectionString": FAKE,
         "eventhubs.startingPosition": position(offset="@latest"),
         "eventhubs.startingPositions": json.dumps({key(1): json.loads(position(seq=3))}),
     }) == {"0": "latest", "1": 3, "2": "latest"}
+    # as in the connector, whose default position is the end of the stream
     assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps({key(1): json.loads(
-        position(seq=3))})}) == {"0": "earliest", "1": 3, "2": "earliest"}
+        position(seq=3))})}) == {"0": "latest", "1": 3, "2": "latest"}
 
 
 @pytest.mark.parametrize(
