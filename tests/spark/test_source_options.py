@@ -123,6 +123,7 @@ def test_offsets_and_enqueued_times_become_positions_the_driver_translates() -> 
     }
 
 
+@pytest.mark.slow
 def test_the_driver_translates_offsets_and_enqueued_times_on_the_emulator(emulator_factory: Any) -> None:
     conn = emulator_factory(hubs={"h": 3}).connection_string("h")
 
