@@ -9,6 +9,16 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rxhubs-installed
 NODE_STAMP := node_modules/.rxhubs-installed
 
+# Spark finds format("eventhubs") through top-level pyspark_* modules. A wheel installs them in site-packages;
+# an editable install serves them through an import hook Spark's lookup cannot see, so the dev venv gets their
+# folder on sys.path instead (see rxhubs/spark/_discovery/README.md).
+define DISCOVERY_PTH
+import pathlib, sysconfig
+folder = pathlib.Path("rxhubs/spark/_discovery").resolve()
+pathlib.Path(sysconfig.get_paths()["purelib"], "rxhubs-spark-discovery.pth").write_text(f"{folder}\n")
+endef
+export DISCOVERY_PTH
+
 .PHONY: all demo test lint typecheck unit bench examples clean
 
 all: test
@@ -17,6 +27,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev]'
+	$(BIN)/python -c "$$DISCOVERY_PTH"
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json

@@ -1,13 +1,16 @@
 """Spark drives: read Event Hubs with ``spark.readStream.format("eventhubs")`` into Parquet, then count.
 
-Starts a local emulator (or uses $EVENTHUB_CONNECTION_STRING), notes each partition's end, sends 1,000
-events over 2 partitions, and runs a Structured Streaming query with ``trigger(availableNow=True)`` that
-starts at those ends (``startingPosition`` as a JSON map): it reads what is in the hub now, in micro-batches
-of at most 600 events, writes them to Parquet with Spark's checkpoint (exactly-once into the files), and
-stops. Run again with the same RXHUBS_EXAMPLE_OUT, the query resumes from its checkpoint instead. Exit
-status 0 when every event sent is in the Parquet output exactly once.
+No registration call: with ``rxhubs[spark]`` installed, Spark finds the ``eventhubs`` (and ``rxhubs``) format
+by itself in a fresh session. Starts a local emulator (or uses $EVENTHUB_CONNECTION_STRING), notes each
+partition's end, sends 1,000 events over 2 partitions, and runs a Structured Streaming query with
+``trigger(availableNow=True)`` that starts at those ends (``startingPosition`` as a JSON map): it reads what
+is in the hub now, in micro-batches of at most 600 events, writes them to Parquet with Spark's checkpoint
+(exactly-once into the files), and stops. Run again with the same RXHUBS_EXAMPLE_OUT, the query resumes from
+its checkpoint instead. Exit status 0 when every event sent is in the Parquet output exactly once.
 
     python examples/spark_streaming_source.py        (needs: pip install rxhubs[spark], Java 17)
+
+From a clone, `make` sets up discovery in .venv; with a plain `pip install -e .`, see docs/spark.md.
 """
 
 from __future__ import annotations
@@ -45,19 +48,26 @@ async def send_events(connection_string: str, run_id: str) -> None:
 def main(connection_string: str, workdir: Path) -> int:
     spark = rxhubs.spark.local_session(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
-    rxhubs.spark.register_source(spark)
     out, checkpoint = workdir / "events", workdir / "checkpoint"
     run_id = os.urandom(4).hex()
     starting_position = asyncio.run(ends(connection_string))  # read from here: what this run sends
     asyncio.run(send_events(connection_string, run_id))
-    events = (
-        spark.readStream.format("eventhubs")
-        .option("connectionString", connection_string)  # never printed: rxhubs redacts it from errors
-        .option("consumerGroup", "$Default")
-        .option("startingPosition", starting_position)  # for a new checkpoint location; else it resumes
-        .option("maxEventsPerTrigger", 600)
-        .load()
-    )
+    try:
+        events = (
+            spark.readStream.format("eventhubs")  # found by Spark itself: no register_source(spark) needed
+            .option("connectionString", connection_string)  # never printed: rxhubs redacts it from errors
+            .option("consumerGroup", "$Default")
+            .option("startingPosition", starting_position)  # for a new checkpoint location; else it resumes
+            .option("maxEventsPerTrigger", 600)
+            .load()
+        )
+    except Exception as exc:
+        if "DATA_SOURCE_NOT_FOUND" not in str(exc):
+            raise
+        print("Spark did not find the eventhubs format: install rxhubs[spark] (an editable install needs the")
+        print("discovery folder on the path: see 'Spark finds the source by itself' in docs/spark.md)")
+        spark.stop()
+        return 2
     query = (
         events.writeStream.format("parquet")
         .option("checkpointLocation", str(checkpoint))

@@ -1,4 +1,6 @@
-"""Every script in examples/ runs to success (each starts the emulator or in-memory parts it needs)."""
+"""Every script in examples/ runs to success (each starts the emulator or in-memory parts it needs), and
+leaves nothing open: ResourceWarnings are shown (``-W always::ResourceWarning``, for the script's own process,
+not for Spark's Python workers) and none may appear, nor asyncio's "Unclosed client session"."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ def test_example_runs(script: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "EVENTHUB_CONNECTION_STRING"}
     env["RXHUBS_EXAMPLE_OUT"] = str(tmp_path)
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+        [sys.executable, "-W", "always::ResourceWarning", str(script)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280,
     )
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert "ResourceWarning" not in result.stderr and "unclosed" not in result.stderr.lower(), result.stderr[-3000:]

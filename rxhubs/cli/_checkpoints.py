@@ -5,20 +5,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
-from rxhubs.cli._common import add_hub_options, open_hub, open_store
+from rxhubs.cli._common import add_hub_options, opened
+from rxhubs.errors import ConfigurationError, RxHubsError
 
 EXAMPLES = """examples:
   export EVENTHUB_CONNECTION_STRING='Endpoint=sb://...;EntityPath=telemetry'
   rxhubs checkpoints --store sqlite:///.rxhubs/checkpoints.sqlite
   rxhubs checkpoints -g analytics --store blob://checkpoints --json
+  rxhubs checkpoints --watch                      refresh every 2 s until Ctrl-C (exit code 0)
+  rxhubs checkpoints --watch --interval 10 --count 6 --json   six snapshots 10 s apart, then exit
 
 Columns: partition, owner (empty: released or never claimed), ownership age in seconds (older than the
 expiry means the owner stopped renewing), checkpoint sequence number, the partition's last enqueued
 sequence number, and lag (events after the checkpoint).
+
+With --watch, a failure that may pass (a store or hub outage) is reported on stderr and the next refresh
+tries again; one that will not (refused credentials, an unknown hub) ends the command with exit code 2.
 """
+
+#: Seconds between refreshes of ``--watch`` unless ``--interval`` says otherwise.
+DEFAULT_INTERVAL = 2.0
+_CLEAR = "\x1b[H\x1b[2J"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,6 +44,11 @@ def add_parser(subparsers: Any) -> None:
     )
     add_hub_options(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per partition, one per line")
+    parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C (exit code 0)")
+    parser.add_argument(
+        "--interval", type=float, default=None, help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g})"
+    )
+    parser.add_argument("--count", type=int, default=None, help="with --watch: stop after this many refreshes")
     parser.set_defaults(run=run)
 
 
@@ -75,22 +92,76 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    async def main() -> list[dict[str, Any]]:
-        hub = open_hub(args)
-        store = open_store(args)
-        try:
-            return await collect(hub, store, args.consumer_group)
-        finally:
-            await hub.close()
-            close = getattr(store, "close", None)
-            if close is not None:
-                await close()
+def _check(args: argparse.Namespace) -> None:
+    if not args.watch and (args.interval is not None or args.count is not None):
+        raise ConfigurationError("--interval and --count need --watch")
+    if args.interval is not None and not args.interval > 0:
+        raise ConfigurationError(f"--interval must be seconds > 0, got {args.interval:g}")
+    if args.count is not None and args.count < 1:
+        raise ConfigurationError(f"--count must be >= 1, got {args.count}")
 
-    rows = asyncio.run(main())
+
+def _show(rows: list[dict[str, Any]], args: argparse.Namespace, out: TextIO, at: float | None = None) -> None:
     if args.json:
         for row in rows:
-            print(json.dumps(row))
+            print(json.dumps(row if at is None else {**row, "time": round(at, 3)}), file=out)
+    elif at is None:
+        print(format_rows(rows), file=out)
     else:
-        print(format_rows(rows))
+        stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        title = (
+            f"rxhubs checkpoints: {args.consumer_group} at {stamp} "
+            f"(every {args.interval or DEFAULT_INTERVAL:g} s; Ctrl-C to stop)"
+        )
+        if out.isatty():
+            print(_CLEAR + title + "\n\n" + format_rows(rows), file=out)
+        else:
+            print(title + "\n" + format_rows(rows) + "\n", file=out)
+    out.flush()
+
+
+async def watch(
+    hub: Any, store: Any, args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> None:
+    """Print the table every ``--interval`` seconds, ``--count`` times or until cancelled (Ctrl-C).
+
+    The first refresh fails the command on any error (most likely a wrong option); later ones report an error
+    that may pass (``retriable``) on ``err`` and try again at the next refresh.
+    """
+    interval = args.interval or DEFAULT_INTERVAL
+    refreshes = 0
+    while True:
+        started = time.monotonic()
+        try:
+            rows = await collect(hub, store, args.consumer_group)
+        except RxHubsError as exc:
+            if refreshes == 0 or not exc.retriable:
+                raise
+            print(f"rxhubs checkpoints: {exc} (retrying in {interval:g} s)", file=err, flush=True)
+        else:
+            _show(rows, args, out, time.time())
+        refreshes += 1
+        if args.count is not None and refreshes >= args.count:
+            return
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+
+    async def main() -> list[dict[str, Any]]:
+        async with opened(args) as (hub, store):
+            if args.watch:
+                await watch(hub, store, args)
+                return []
+            return await collect(hub, store, args.consumer_group)
+
+    try:
+        rows = asyncio.run(main())
+    except KeyboardInterrupt:
+        if args.watch:
+            return 0  # Ctrl-C is how a watch ends; hub and store were closed on the way out
+        raise
+    if not args.watch:
+        _show(rows, args, sys.stdout)
     return 0

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from rxhubs.errors import ConfigurationError
+
+_log = logging.getLogger("rxhubs.cli")
 
 HUB_VARIABLE = "EVENTHUB_CONNECTION_STRING"
 STORAGE_VARIABLE = "AZURE_STORAGE_CONNECTION_STRING"
@@ -49,3 +54,39 @@ def open_store(args: argparse.Namespace) -> Any:
         if conn:
             kwargs["connection_string"] = conn
     return from_url(args.store, **kwargs)
+
+
+async def close_all(*resources: Any) -> None:
+    """Close each hub and store given (None is skipped), in order, even when an earlier close fails.
+
+    A command must leave no HTTP session, AMQP connection or socket open behind it: the blob store's aiohttp
+    session, left open, ends the process with "Unclosed client session" on stderr. A failed close is logged
+    at debug level and does not hide the command's own outcome.
+    """
+    for resource in resources:
+        close = getattr(resource, "close", None)
+        if close is None:
+            continue
+        try:
+            result = close()
+            if hasattr(result, "__await__"):
+                await result
+        except Exception as exc:  # closing must not mask what the command reported
+            from rxhubs.transport._connection_string import redact
+
+            _log.debug("closing %r failed: %s", resource, redact(str(exc)))
+
+
+@contextlib.asynccontextmanager
+async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Any]]:
+    """The hub and store the options name, as an async context: both are closed on exit, whatever happened."""
+    hub = open_hub(args)
+    try:
+        store = open_store(args)
+    except BaseException:
+        await close_all(hub)
+        raise
+    try:
+        yield hub, store
+    finally:
+        await close_all(hub, store)

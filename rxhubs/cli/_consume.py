@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rxhubs.cli._common import add_hub_options, open_hub, open_store
+from rxhubs.cli._common import add_hub_options, close_all, open_hub, open_store
 from rxhubs.errors import AuthenticationError, ConfigurationError, NotFoundError
 
 EXAMPLES = """examples:
@@ -93,9 +93,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.duration is not None and args.duration <= 0:
         raise ConfigurationError("--duration must be > 0")
-    hub = open_hub(args)
-    store = open_store(args)
-    sink = _sink(args.sink)
     options: dict[str, Any] = {
         "strategy": args.strategy,
         "default_start": Position.coerce(args.default_start),
@@ -106,33 +103,39 @@ def run(args: argparse.Namespace) -> int:
         options["start"] = Position.coerce(args.start)
     if args.interval:
         options["load_balancing_interval"] = args.interval
+    # Bad options fail here, before any I/O. Hub and store are always closed on the loop that used them: an
+    # aiohttp session (blob store) or AMQP connection left open ends the run with "Unclosed client session".
+    hub = open_hub(args)
+    store: Any = None
+    try:
+        store = open_store(args)
+        sink = _sink(args.sink)
+    except BaseException:
+        asyncio.run(close_all(hub, store))
+        raise
 
     async def main() -> None:
         try:
             await preflight(hub)
-        except BaseException:
-            await hub.close()
-            raise
-        stop = Shutdown()
-        fatal: list[BaseException] = []
+            stop = Shutdown()
+            fatal: list[BaseException] = []
 
-        def on_partition_error(context: Any, error: BaseException) -> None:
-            # an unknown consumer group or refused credentials show up at the first pull: stop, exit 2
-            if isinstance(error, NotFoundError | AuthenticationError) and not fatal:
-                fatal.append(error)
-                stop.request()
+            def on_partition_error(context: Any, error: BaseException) -> None:
+                # an unknown consumer group or refused credentials show up at the first pull: stop, exit 2
+                if isinstance(error, NotFoundError | AuthenticationError) and not fatal:
+                    fatal.append(error)
+                    stop.request()
 
-        pipeline = rxhubs.consume(
-            hub, args.consumer_group, store, on_partition_error=on_partition_error, **options
-        ).pipe(sink, hops.checkpoint(store, max_interval=args.checkpoint_interval))
-        if args.duration:
-            asyncio.get_running_loop().call_later(args.duration, stop.request)
-        try:
+            pipeline = rxhubs.consume(
+                hub, args.consumer_group, store, on_partition_error=on_partition_error, **options
+            ).pipe(sink, hops.checkpoint(store, max_interval=args.checkpoint_interval))
+            if args.duration:
+                asyncio.get_running_loop().call_later(args.duration, stop.request)
             await rxhubs.arun(pipeline, shutdown=stop)
+            if fatal:
+                raise fatal[0]
         finally:
-            await hub.close()
-        if fatal:
-            raise fatal[0]
+            await close_all(hub, store)
 
     asyncio.run(main())
     return 0

@@ -9,8 +9,10 @@ stays fast and works without the ``spark`` extra (``pip install rxhubs[spark]``)
   (``body binary, partition string, offset string, sequenceNumber long, enqueuedTime timestamp, publisher
   string, partitionKey string, properties map<string,string>, systemProperties map<string,string>,
   consumerGroup string, eventHubName string``); :func:`property_to_str` says how property values become text.
-- :func:`register_source`, :class:`EventHubsDataSource`: the ``eventhubs`` Structured Streaming source
-  (``spark.readStream.format("eventhubs")``; imports pyspark when first used).
+- :class:`EventHubsDataSource`, :class:`RxHubsDataSource`: the Structured Streaming source,
+  ``spark.readStream.format("eventhubs")`` or ``format("rxhubs")``. Spark (>= 4.0) finds both names by
+  itself once ``rxhubs[spark]`` is installed; :func:`register_source` registers them by hand where that
+  discovery cannot work (an editable install). Importing them imports pyspark.
 - :func:`local_session`, :func:`get_or_create_session`: a local session that works out of the box, or yours.
 
 Example:
@@ -30,12 +32,13 @@ from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_sessi
 from rxhubs.spark._sink import write
 
 if TYPE_CHECKING:
-    from rxhubs.spark._source import EventHubsDataSource, register_source
+    from rxhubs.spark._source import EventHubsDataSource, RxHubsDataSource, register_source
 
 __all__ = [
     "COLUMNS",
     "EventHubsDataSource",
     "LOCAL_CONF",
+    "RxHubsDataSource",
     "SCHEMA",
     "arrow_schema",
     "get_or_create_session",
@@ -50,7 +53,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The streaming source subclasses pyspark classes: import it (and pyspark) only when first asked for.
-    if name in ("EventHubsDataSource", "register_source"):
+    if name in ("EventHubsDataSource", "RxHubsDataSource", "register_source"):
         from rxhubs.spark import _source
 
         return getattr(_source, name)

@@ -9,14 +9,17 @@ after a crash writes the same data again, and file sinks stay exactly-once.
 ``{"0": 1200, "1": 1187}``: the micro-batch ``(start, end]`` holds, for every partition ``p``, the events
 with ``start[p] <= sequenceNumber < end[p]``.
 
-Options (names as in the azure-event-hubs-spark connector where they overlap; case-insensitive):
+Options (case-insensitive; the azure-event-hubs-spark connector's names are accepted where they mean the
+same, see :data:`SCALA_ALIASES` and ``docs/spark.md``):
 
 - ``connectionString`` (required): an Event Hubs connection string (``EntityPath`` or ``eventHubName``).
 - ``eventHubName``: the hub, when the connection string has no ``EntityPath``.
 - ``consumerGroup`` (default ``$Default``): the group to receive with, and whose checkpoints are used.
 - ``startingPosition`` (default ``latest``): ``earliest``, ``latest``, or a JSON object mapping partition ids
   to the next sequence number to read (or to ``"earliest"``/``"latest"``); partitions it leaves out start
-  at ``earliest``. Used only when a query starts without a Spark checkpoint.
+  at ``earliest``. Used only when a query starts without a Spark checkpoint. Or the connector's
+  ``eventhubs.startingPosition`` / ``eventhubs.startingPositions`` (EventPosition JSON: start, end, sequence
+  number, offset or enqueued time; the driver translates the last two into sequence numbers at start).
 - ``checkpointStore``: an rxhubs checkpoint store URL (``sqlite:///path``, ``blob://container``); a new query
   starts just after the group's checkpoints there (``startingPosition`` for partitions without one), and
   :meth:`EventHubsStreamReader.commit` writes each committed range end back. Spark calls ``commit`` when it
@@ -28,9 +31,10 @@ Options (names as in the azure-event-hubs-spark connector where they overlap; ca
 - ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
   (the first pull of a task gets 30 s more: it connects).
 
+Spark finds the source by itself under ``eventhubs`` and ``rxhubs`` (the ``pyspark_*`` modules of the wheel);
+:func:`register_source` does it by hand where that cannot work.
+
 Example:
-    >>> import rxhubs.spark
-    >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
     >>> df = (spark.readStream.format("eventhubs")  # doctest: +SKIP
     ...       .option("connectionString", conn_str).option("startingPosition", "earliest").load())
 """
@@ -38,9 +42,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import itertools
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -63,7 +69,15 @@ try:  # Spark >= 4.2: availableNow honours maxEventsPerTrigger through this mixi
 except ImportError:  # pragma: no cover - older Spark: availableNow reads everything in one batch
     _AvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = ["EventHubsDataSource", "EventHubsStreamReader", "SequenceRange", "register_source", "split", "spread"]
+__all__ = [
+    "EventHubsDataSource",
+    "EventHubsStreamReader",
+    "RxHubsDataSource",
+    "SequenceRange",
+    "register_source",
+    "split",
+    "spread",
+]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
@@ -90,8 +104,25 @@ _KNOWN = {
     "receivetimeout",
     "path",
 }
+#: Option names of the Scala connector (azure-event-hubs-spark) that mean the same here -> this source's own.
+#: ``eventhubs.startingPosition(s)`` are read separately: their values are the connector's JSON positions.
+SCALA_ALIASES = {
+    "eventhubs.connectionstring": "connectionstring",
+    "eventhubs.consumergroup": "consumergroup",
+    "eventhubs.prefetchcount": "prefetch",
+    "eventhubs.receivertimeout": "receivetimeout",
+}
+_SCALA_POSITIONS = ("eventhubs.startingposition", "eventhubs.startingpositions")
+_BATCH_ONLY = ("eventhubs.endingposition", "eventhubs.endingpositions")
+_ISO_DURATION = re.compile(r"PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?", re.IGNORECASE)
 
 Offset = dict[str, int]
+#: Where a partition starts when the query has no Spark checkpoint: ``"earliest"``, ``"latest"``, the next
+#: sequence number to read, or a Position (an offset or an enqueued time, from the Scala connector's options)
+#: that the driver translates into a sequence number when the query starts.
+Start = int | str | Position
+#: Seconds the driver waits for the first event at an offset or enqueued time before taking the partition's end.
+_TRANSLATE_WAIT = 10.0
 
 
 class SequenceRange(InputPartition):
@@ -116,14 +147,20 @@ class _Options:
     """The source's options, validated; ``repr`` never shows the connection string."""
 
     def __init__(self, raw: Mapping[str, str]) -> None:
-        opts = {str(k).lower(): str(v) for k, v in raw.items()}
+        opts = _canonical({str(k).lower(): str(v) for k, v in raw.items()})
+        scala = {k: opts.pop(k) for k in _SCALA_POSITIONS if k in opts}
         unknown = sorted(set(opts) - _KNOWN)
         if unknown:
             raise ConfigurationError(
                 f"unknown eventhubs source option(s) {', '.join(map(repr, unknown))}; known: connectionString, "
                 "eventHubName, consumerGroup, startingPosition, checkpointStore, maxEventsPerTrigger, minPartitions, "
-                "prefetch, "
-                "receiveTimeout"
+                "prefetch, receiveTimeout (and the Scala connector's eventhubs.connectionString, "
+                "eventhubs.consumerGroup, eventhubs.startingPosition(s), eventhubs.prefetchCount, "
+                "eventhubs.receiverTimeout)"
+            )
+        if scala and "startingposition" in opts:
+            raise ConfigurationError(
+                "give startingPosition or the Scala connector's eventhubs.startingPosition(s), not both"
             )
         opts = {**_DEFAULTS, **opts}
         conn = opts.get("connectionstring")
@@ -138,21 +175,24 @@ class _Options:
         self.namespace = parsed.fully_qualified_namespace
         self.eventhub_name = parsed.eventhub_name
         self.consumer_group = opts["consumergroup"]
-        self.starting_position = opts["startingposition"].strip()
         self.checkpoint_store = opts.get("checkpointstore") or None
         self.max_events = _positive_int(opts, "maxeventspertrigger", "maxEventsPerTrigger", None)
         self.min_partitions = _positive_int(opts, "minpartitions", "minPartitions", None)
         self.prefetch = _positive_int(opts, "prefetch", "prefetch", 1000)
-        try:
-            self.receive_timeout = float(opts["receivetimeout"])
-        except ValueError:
-            raise ConfigurationError(f"receiveTimeout must be seconds (> 0), got {opts['receivetimeout']!r}") from None
-        if not self.receive_timeout > 0:
-            raise ConfigurationError(f"receiveTimeout must be seconds (> 0), got {opts['receivetimeout']!r}")
-        self.starting_map = _starting_map(self.starting_position)
+        self.receive_timeout = _seconds(opts["receivetimeout"])
+        self.default_start: Start
+        self.starting_map: dict[str, Start]
+        if scala:
+            self.default_start, self.starting_map = _scala_starts(scala, self.eventhub_name)
+        else:
+            self.default_start, self.starting_map = _starts(opts["startingposition"].strip())
 
     def __repr__(self) -> str:
         return f"_Options(namespace={self.namespace!r}, eventhub_name={self.eventhub_name!r})"
+
+    def start_of(self, partition_id: str) -> Start:
+        """Where ``partition_id`` starts without a Spark checkpoint or a stored checkpoint."""
+        return self.starting_map.get(partition_id, self.default_start)
 
     def hub(self) -> EventHub:
         from rxhubs.transport._azure import EventHub
@@ -174,6 +214,39 @@ class _Options:
             raise RxHubsError(f"{type(exc).__name__}: {self.redact(text)}") from None
 
 
+def _canonical(opts: dict[str, str]) -> dict[str, str]:
+    """The Scala connector's names replaced by this source's (same meaning); the same setting twice is an error."""
+    for name in _BATCH_ONLY:
+        if name in opts:
+            raise ConfigurationError(
+                f"{name} ends a batch query of the Scala connector; this source is streaming only: use "
+                "trigger(availableNow=True) to read what is in the hub now and stop"
+            )
+    out = {k: v for k, v in opts.items() if k not in SCALA_ALIASES}
+    for scala, own in SCALA_ALIASES.items():
+        if scala in opts:
+            if own in out and out[own] != opts[scala]:
+                raise ConfigurationError(f"option {own!r} is given twice, also as the Scala connector's {scala!r}")
+            out[own] = opts[scala]
+    return out
+
+
+def _seconds(text: str) -> float:
+    """``receiveTimeout`` in seconds: a number, or an ISO 8601 duration as the Scala connector takes (``PT60S``)."""
+    value: float | None
+    try:
+        value = float(text)
+    except ValueError:
+        match = _ISO_DURATION.fullmatch(text.strip())
+        value = None
+        if match and any(match.groups()):
+            hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+            value = hours * 3600 + minutes * 60 + seconds
+    if value is None or not value > 0:
+        raise ConfigurationError(f"receiveTimeout must be seconds (> 0) or a duration like PT60S, got {text!r}")
+    return value
+
+
 def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | None) -> int | None:
     if key not in opts:
         return default
@@ -186,10 +259,10 @@ def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | N
     return value
 
 
-def _starting_map(text: str) -> dict[str, int | str] | None:
-    """``None`` for earliest/latest; else the per-partition map, checked."""
+def _starts(text: str) -> tuple[Start, dict[str, Start]]:
+    """``startingPosition``: earliest or latest for all, or a JSON map (partitions it leaves out: earliest)."""
     if text.lower() in ("earliest", "latest"):
-        return None
+        return text.lower(), {}
     try:
         value = json.loads(text)
     except ValueError:
@@ -198,7 +271,7 @@ def _starting_map(text: str) -> dict[str, int | str] | None:
         raise ConfigurationError(
             "startingPosition must be earliest, latest or a JSON object of partition id -> next sequence number"
         )
-    out: dict[str, int | str] = {}
+    out: dict[str, Start] = {}
     for key, seq in value.items():
         if isinstance(seq, str) and seq.lower() in ("earliest", "latest"):
             out[str(key)] = seq.lower()
@@ -208,7 +281,92 @@ def _starting_map(text: str) -> dict[str, int | str] | None:
             raise ConfigurationError(
                 f"startingPosition for partition {key!r} must be a sequence number >= 0, earliest or latest"
             )
-    return out
+    return "earliest", out
+
+
+def _scala_starts(options: Mapping[str, str], eventhub_name: str) -> tuple[Start, dict[str, Start]]:
+    """The Scala connector's ``eventhubs.startingPosition`` (all partitions) and ``...Positions`` (per partition).
+
+    Values are its JSON ``EventPosition``s; keys of ``startingPositions`` its JSON ``NameAndPartition``
+    (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id. As in the connector (whose default
+    position is the end of the stream), a partition in neither starts at ``latest``.
+    """
+    default: Start = "latest"
+    if "eventhubs.startingposition" in options:
+        default = _event_position(_json(options["eventhubs.startingposition"], "eventhubs.startingPosition"),
+                                  "eventhubs.startingPosition")
+    starts: dict[str, Start] = {}
+    if "eventhubs.startingpositions" in options:
+        per = _json(options["eventhubs.startingpositions"], "eventhubs.startingPositions")
+        if not isinstance(per, dict):
+            raise ConfigurationError("eventhubs.startingPositions must be a JSON object of partition -> EventPosition")
+        for key, position in per.items():
+            partition = _partition_key(key, eventhub_name)
+            starts[partition] = _event_position(position, f"eventhubs.startingPositions[{partition!r}]")
+    return default, starts
+
+
+def _json(text: str, name: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be JSON, as the Scala connector's EventPosition") from None
+
+
+def _partition_key(key: str, eventhub_name: str) -> str:
+    """A ``NameAndPartition`` JSON key (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id."""
+    try:
+        value = json.loads(key)
+    except ValueError:
+        value = key
+    if isinstance(value, dict):
+        name, partition = value.get("ehName"), value.get("partitionId")
+        if name is not None and str(name).lower() != eventhub_name.lower():
+            raise ConfigurationError(
+                f"eventhubs.startingPositions names event hub {name!r}, but this query reads {eventhub_name!r}"
+            )
+        value = partition
+    if isinstance(value, bool) or not isinstance(value, int | str) or str(value).strip() == "":
+        raise ConfigurationError(f"eventhubs.startingPositions: {key!r} names no partition")
+    return str(value)
+
+
+def _event_position(position: Any, name: str) -> Start:
+    """A Scala connector ``EventPosition`` (``offset``, ``seqNo``, ``enqueuedTime``, ``isInclusive``) as a start.
+
+    The start of the stream (``offset`` ``"-1"``), its end (``"@latest"``) and a sequence number (``seqNo``,
+    one later when ``isInclusive`` is false) are used as they are. A numeric ``offset`` or an ``enqueuedTime``
+    (``"2026-03-01T12:00:00.000Z"``; naive means UTC) becomes a :class:`~rxhubs.Position` that the driver
+    translates into the sequence number of the first event there when the query starts, as the connector does.
+    """
+    if not isinstance(position, dict):
+        raise ConfigurationError(f"{name} must be an EventPosition JSON object (offset, seqNo, enqueuedTime)")
+    offset, seq, enqueued = position.get("offset"), position.get("seqNo", -1), position.get("enqueuedTime")
+    inclusive = position.get("isInclusive", True) is not False
+    given = [k for k, v in (("offset", offset), ("seqNo", None if seq in (None, -1) else seq),
+                            ("enqueuedTime", enqueued)) if v is not None]
+    if len(given) > 1:
+        raise ConfigurationError(f"{name}: give one of offset, seqNo and enqueuedTime, not {' and '.join(given)}")
+    if enqueued is not None:
+        try:
+            when = _dt.datetime.fromisoformat(str(enqueued))
+        except ValueError:
+            raise ConfigurationError(
+                f"{name}: enqueuedTime must be an ISO 8601 time like 2026-03-01T12:00:00.000Z, got {enqueued!r}"
+            ) from None
+        when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+        return Position.from_enqueued_time(when, inclusive=inclusive)
+    if offset is not None:
+        if str(offset) == "-1":
+            return "earliest"
+        if str(offset) == "@latest":
+            return "latest"
+        if not str(offset).isdigit():
+            raise ConfigurationError(f'{name}: offset must be "-1", "@latest" or a number, got {offset!r}')
+        return Position.from_offset(str(offset), inclusive=inclusive)
+    if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
+        return seq if inclusive else seq + 1
+    raise ConfigurationError(f"{name}: seqNo must be a sequence number >= 0, got {seq!r}")
 
 
 def _first(props: PartitionProperties) -> int:
@@ -355,9 +513,9 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
         opts = self._options
         offset: Offset = {}
         for pid, p in props.items():
-            choice: int | str = opts.starting_position.lower() if opts.starting_map is None else "earliest"
-            if opts.starting_map is not None and pid in opts.starting_map:
-                choice = opts.starting_map[pid]
+            choice = opts.start_of(pid)
+            if isinstance(choice, Position):
+                choice = self._run(self._translate(pid, choice, p))
             if choice == "earliest":
                 offset[pid] = _first(p)
             elif choice == "latest":
@@ -375,6 +533,29 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
                     self._committed[cp.partition_id] = cp.sequence_number + 1
         _log.info("eventhubs source %r starts at %s", opts.eventhub_name, offset)
         return offset
+
+    async def _translate(self, partition_id: str, position: Position, props: PartitionProperties) -> int:
+        """The sequence number of the first event at ``position`` (an offset or enqueued time), else the end.
+
+        Read with a receiver, as the Scala connector does; a position past the last event (known from the
+        partition's properties, or no event within a few seconds) means the partition's end.
+        """
+        if props.is_empty:
+            return _next(props)
+        last_time = props.last_enqueued_time_utc
+        if isinstance(position.value, _dt.datetime) and last_time is not None:
+            when, last = position.value, last_time if last_time.tzinfo else last_time.replace(tzinfo=_dt.UTC)
+            if when > last or (when == last and not position.inclusive):
+                return _next(props)
+        if position.kind == "offset" and props.last_enqueued_offset.isdigit():
+            offset, last_offset = int(str(position.value)), int(props.last_enqueued_offset)
+            if offset > last_offset or (offset == last_offset and not position.inclusive):
+                return _next(props)
+        opts = self._options
+        receiver = self._driver_hub().receiver(partition_id, opts.consumer_group, start=position, prefetch=1)
+        async with receiver:
+            events = await receiver.receive_batch(1, max_wait=min(opts.receive_timeout, _TRANSLATE_WAIT))
+        return events[0].sequence_number if events else _next(props)
 
     def _latest(self) -> Offset:
         return {pid: _next(p) for pid, p in self._run(self._properties()).items()}
@@ -521,11 +702,13 @@ class EventHubsStreamReader(DataSourceStreamReader, _AvailableNow):
 class EventHubsDataSource(DataSource):
     """The ``eventhubs`` streaming data source: ``spark.readStream.format("eventhubs")``.
 
-    Rows have :data:`~rxhubs.spark.SCHEMA`, the same columns as :func:`rxhubs.spark.write` produces. Register
-    it once per session with :func:`register_source`; the options are in the module documentation.
+    Rows have :data:`~rxhubs.spark.SCHEMA`, the same columns as :func:`rxhubs.spark.write` produces; the
+    options are in the module documentation. With ``rxhubs[spark]`` installed, Spark (>= 4.0) finds it by
+    itself through the ``pyspark_rxhubs_eventhubs`` module: no registration call. :func:`register_source`
+    registers it by hand where that discovery cannot work (an editable install, a notebook that imported a
+    copy of rxhubs from a path). :class:`RxHubsDataSource` is the same source under the name ``rxhubs``.
 
     Example:
-        >>> rxhubs.spark.register_source(spark)  # doctest: +SKIP
         >>> query = (spark.readStream.format("eventhubs")  # doctest: +SKIP
         ...     .option("connectionString", conn_str).option("startingPosition", "earliest").load()
         ...     .writeStream.format("parquet").option("checkpointLocation", "chk/")
@@ -546,14 +729,40 @@ class EventHubsDataSource(DataSource):
         return EventHubsStreamReader(self.options)
 
     def __repr__(self) -> str:
-        return "EventHubsDataSource()"
+        return f"{type(self).__name__}()"
+
+
+class RxHubsDataSource(EventHubsDataSource):
+    """:class:`EventHubsDataSource` under the name ``rxhubs``: ``spark.readStream.format("rxhubs")``.
+
+    The same source, options and rows. Use this name when the Scala connector (azure-event-hubs-spark), which
+    also calls itself ``eventhubs``, is on the same session's classpath: Spark then gives ``eventhubs`` to the
+    Scala connector. Found by Spark by itself through the ``pyspark_rxhubs`` module.
+
+    Example:
+        >>> df = spark.readStream.format("rxhubs").option("connectionString", conn_str).load()  # doctest: +SKIP
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """``"rxhubs"``."""
+        return "rxhubs"
 
 
 def register_source(spark: Any) -> None:
-    """Register :class:`EventHubsDataSource` with ``spark`` so that ``format("eventhubs")`` finds it.
+    """Register the source with ``spark`` under both names, ``eventhubs`` and ``rxhubs``.
+
+    Not needed with ``rxhubs[spark]`` installed normally: Spark (>= 4.0) discovers both names by itself. Kept
+    for setups where that discovery cannot work: an editable install (``pip install -e``), rxhubs put on
+    ``sys.path`` by hand, a Spark Connect client. Calling it where Spark already discovered the names is
+    harmless: Spark 4.3 accepts the registration, and a Spark that refuses to replace a discovered source
+    (``DATA_SOURCE_ALREADY_EXISTS``) gets it left as it is.
 
     Args:
         spark: A ``SparkSession`` (Spark >= 4.2 for ``maxEventsPerTrigger``).
+
+    Raises:
+        Exception: What Spark raises for any failure other than "already registered".
 
     Example:
         >>> import rxhubs.spark
@@ -561,4 +770,18 @@ def register_source(spark: Any) -> None:
         >>> spark.readStream.format("eventhubs").option("connectionString", conn_str).load()  # doctest: +SKIP
         DataFrame[body: binary, partition: string, ...]
     """
-    spark.dataSource.register(EventHubsDataSource)
+    for source in (EventHubsDataSource, RxHubsDataSource):
+        try:
+            spark.dataSource.register(source)
+        except Exception as exc:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc) and _condition(exc) != "DATA_SOURCE_ALREADY_EXISTS":
+                raise
+            _log.debug("Spark data source %r already registered (discovered): kept", source.name())
+
+
+def _condition(exc: BaseException) -> str | None:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        return str(get()) if get is not None else None
+    except Exception:
+        return None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from azure.core import MatchConditions
@@ -19,6 +20,7 @@ from azure.core.exceptions import (
     ResourceModifiedError,
     ResourceNotFoundError,
 )
+from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient, LinearRetry
 
 from rxhubs._models import Checkpoint, Ownership
@@ -27,9 +29,12 @@ from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset
 from rxhubs.stores._contract import CheckpointStore
 
 if TYPE_CHECKING:
+    from azure.storage.blob import BlobClient as SyncBlobClient
     from azure.storage.blob.aio import BlobClient
 
 __all__ = ["BlobCheckpointStore"]
+
+_T = TypeVar("_T")
 
 _CONTAINER_NAME = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
 _SECRET_KEYS = {"accountkey", "sharedaccesssignature", "sig"}
@@ -72,16 +77,27 @@ class BlobCheckpointStore(CheckpointStore):
     ``connection_timeout``, ``read_timeout``, ``proxies``, ``transport`` or any other azure-storage-blob client
     keyword to override.
 
+    **An existing client.** ``BlobCheckpointStore(container_client)`` takes an
+    ``azure.storage.blob.aio.ContainerClient`` or a sync ``azure.storage.blob.ContainerClient`` you built, as
+    the official store's samples do. Its own credential, retry policy and transport apply (the fail-fast
+    defaults above are only for clients the store builds), and the store never closes it: you opened it, you
+    close it (``async with client:``, ``client.close()``). A sync client's calls run in worker threads
+    (``asyncio.to_thread``), so they never block the event loop. The store does not rebuild it as an aio
+    client: a sync client may hold a sync token credential (``azure.identity.DefaultAzureCredential``), which
+    an aio client cannot await, and pipeline settings (proxies, policies, transport) a copy would drop.
+
     Args:
-        account_url: The blob service URL, e.g. ``https://myaccount.blob.core.windows.net``.
-        container_name: The container holding the blobs.
+        account_url: The blob service URL, e.g. ``https://myaccount.blob.core.windows.net``; or an existing
+            ``ContainerClient`` (aio or sync), which then brings its container and credential.
+        container_name: The container holding the blobs (not with a client).
         credential: An Azure credential (``azure.identity.aio.DefaultAzureCredential()``, a SAS or named-key
-            credential), or None when ``account_url`` carries a SAS token.
+            credential), or None when ``account_url`` carries a SAS token (not with a client).
         create_container: Create the container on the first write if it does not exist.
-        **client_kwargs: Passed to ``azure.storage.blob.aio.ContainerClient``.
+        **client_kwargs: Passed to ``azure.storage.blob.aio.ContainerClient`` (not with a client).
 
     Raises:
-        ConfigurationError: For an invalid container name or account URL.
+        ConfigurationError: For an invalid container name or account URL, or a client given together with
+            a container name, credential or client options.
 
     Example:
         >>> from azure.identity.aio import DefaultAzureCredential  # doctest: +SKIP
@@ -90,28 +106,52 @@ class BlobCheckpointStore(CheckpointStore):
         ... )
         >>> async with store:  # doctest: +SKIP
         ...     print(await store.list_checkpoints("myns.servicebus.windows.net", "telemetry", "$Default"))
+
+        With a client you already have (sync or aio):
+
+        >>> from azure.storage.blob import ContainerClient as SyncContainerClient
+        >>> client = SyncContainerClient.from_connection_string("UseDevelopmentStorage=true", "checkpoints")
+        >>> BlobCheckpointStore(client)
+        BlobCheckpointStore('http://127.0.0.1:10000/devstoreaccount1/checkpoints')
+        >>> client.close()
     """
 
     def __init__(
         self,
-        account_url: str,
-        container_name: str,
+        account_url: str | ContainerClient | SyncContainerClient,
+        container_name: str | None = None,
         *,
         credential: Any = None,
         create_container: bool = True,
         **client_kwargs: Any,
     ) -> None:
+        if isinstance(account_url, ContainerClient | SyncContainerClient):
+            if container_name is not None or credential is not None or client_kwargs:
+                raise ConfigurationError(
+                    "a ContainerClient brings its own container, credential and options: pass it alone"
+                )
+            _check_container_name(account_url.container_name)
+            client: _Container = (
+                account_url if isinstance(account_url, ContainerClient) else _ThreadedContainer(account_url)
+            )
+            self._setup(client, create_container, _url_secrets(account_url.url), owns_client=False)
+            return
+        if not isinstance(account_url, str):
+            raise ConfigurationError(
+                "BlobCheckpointStore takes an account URL and a container name, or an "
+                f"azure.storage.blob(.aio) ContainerClient; got {type(account_url).__name__}"
+            )
         _check_container_name(container_name)
         if not isinstance(account_url, str) or not account_url.startswith(("http://", "https://")):
             raise ConfigurationError("account_url must be an http(s) URL of a blob service")
         secrets = _url_secrets(account_url)
         try:
-            client = ContainerClient(
-                account_url, container_name, credential=credential, **_client_options(account_url, client_kwargs)
+            built = ContainerClient(
+                account_url, str(container_name), credential=credential, **_client_options(account_url, client_kwargs)
             )
         except ValueError as exc:
             raise ConfigurationError(f"invalid blob store settings: {redact(str(exc), secrets)}") from exc
-        self._setup(client, create_container, secrets)
+        self._setup(built, create_container, secrets)
 
     @classmethod
     def from_connection_string(
@@ -157,14 +197,17 @@ class BlobCheckpointStore(CheckpointStore):
         store._setup(client, create_container, secrets)
         return store
 
-    def _setup(self, client: ContainerClient, create_container: bool, secrets: list[str]) -> None:
+    def _setup(
+        self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True
+    ) -> None:
         key = getattr(client.credential, "account_key", None)
         self._secrets = [s for s in [*secrets, key if isinstance(key, str) else ""] if s]
         self._client = client
+        self._owns_client = owns_client
         self._create_container = create_container
         self._container_ready = False
         self._container_lock = asyncio.Lock()
-        self._blobs: dict[str, BlobClient] = {}
+        self._blobs: dict[str, _Blob] = {}
         self._url = client.url.split("?", 1)[0]
 
     @property
@@ -179,7 +222,7 @@ class BlobCheckpointStore(CheckpointStore):
 
     # -- helpers ---------------------------------------------------------------------------------------
 
-    def _blob(self, name: str) -> BlobClient:
+    def _blob(self, name: str) -> _Blob:
         blob = self._blobs.get(name)
         if blob is None:
             blob = self._blobs[name] = self._client.get_blob_client(name)
@@ -232,7 +275,7 @@ class BlobCheckpointStore(CheckpointStore):
                 pass
             self._container_ready = True
 
-    async def _create_only(self, blob: BlobClient, metadata: dict[str, str]) -> dict[str, Any] | None:
+    async def _create_only(self, blob: _Blob, metadata: dict[str, str]) -> dict[str, Any] | None:
         """Upload an empty blob without overwrite: its properties, or None when it already exists."""
         for attempt in (1, 2):
             try:
@@ -408,11 +451,13 @@ class BlobCheckpointStore(CheckpointStore):
     # -- life cycle ------------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close the HTTP session. Idempotent."""
-        await self._client.close()
+        """Close the HTTP session of the client the store built. Idempotent; a client you passed stays open."""
+        if self._owns_client:
+            await self._client.close()
 
     async def __aenter__(self) -> BlobCheckpointStore:
-        await self._client.__aenter__()
+        if self._owns_client:
+            await self._client.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -420,6 +465,66 @@ class BlobCheckpointStore(CheckpointStore):
 
     def __repr__(self) -> str:
         return f"BlobCheckpointStore({self._url!r})"
+
+
+class _ThreadedBlob:
+    """The two calls the store makes on a blob, over a sync ``BlobClient``, each in a worker thread."""
+
+    def __init__(self, blob: SyncBlobClient) -> None:
+        self._blob = blob
+
+    async def upload_blob(self, data: bytes, **kwargs: Any) -> dict[str, Any]:
+        return await _in_thread(self._blob.upload_blob, data, **kwargs)
+
+    async def set_blob_metadata(self, metadata: dict[str, str], **kwargs: Any) -> dict[str, Any]:
+        return await _in_thread(self._blob.set_blob_metadata, metadata, **kwargs)
+
+
+class _ThreadedContainer:
+    """The calls the store makes on a container, over a sync ``ContainerClient``, each in a worker thread.
+
+    The event loop never waits on the sync client's socket: every request (a listing with all its pages, too)
+    runs through ``asyncio.to_thread``. Azure SDK clients are thread-safe, so concurrent claims are fine.
+    """
+
+    def __init__(self, client: SyncContainerClient) -> None:
+        self._sync = client
+
+    @property
+    def url(self) -> str:
+        return str(self._sync.url)
+
+    @property
+    def container_name(self) -> str:
+        return str(self._sync.container_name)
+
+    @property
+    def credential(self) -> Any:
+        return self._sync.credential
+
+    def get_blob_client(self, name: str) -> _ThreadedBlob:
+        return _ThreadedBlob(self._sync.get_blob_client(name))
+
+    async def create_container(self) -> Any:
+        return await _in_thread(self._sync.create_container)
+
+    async def list_blobs(self, **kwargs: Any) -> AsyncIterator[Any]:
+        for blob in await _in_thread(lambda: list(self._sync.list_blobs(**kwargs))):
+            yield blob
+
+    async def close(self) -> None:
+        await _in_thread(self._sync.close)
+
+    async def __aenter__(self) -> _ThreadedContainer:
+        return self
+
+
+_Container: TypeAlias = "ContainerClient | _ThreadedContainer"
+_Blob: TypeAlias = "BlobClient | _ThreadedBlob"
+
+
+async def _in_thread(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 
 def _code(exc: BaseException) -> str:

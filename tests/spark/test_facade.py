@@ -13,6 +13,7 @@ def test_the_public_names_are_pinned() -> None:
         "COLUMNS",
         "EventHubsDataSource",
         "LOCAL_CONF",
+        "RxHubsDataSource",
         "SCHEMA",
         "arrow_schema",
         "get_or_create_session",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore as OfficialAioStore
+from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient
 
 from rxhubs.stores import (
@@ -47,8 +48,8 @@ class Harness:
     create_only_enforced: bool = True
 
 
-ALL_STORES = ["memory", "sqlite", "blob", "sdk-official-aio", "sdk-dict-sync"]
-NEEDS_AZURITE = {"blob", "sdk-official-aio"}
+ALL_STORES = ["memory", "sqlite", "blob", "blob-aio-client", "blob-sync-client", "sdk-official-aio", "sdk-dict-sync"]
+NEEDS_AZURITE = {"blob", "blob-aio-client", "blob-sync-client", "sdk-official-aio"}
 
 
 def _params(names: list[str]) -> list[Any]:
@@ -139,6 +140,42 @@ async def _blob(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     return Harness("blob", await another(), another, _blob_corrupt(raw), [close_all])
 
 
+async def _blob_on_client(request: pytest.FixtureRequest, kind: str) -> Harness:
+    """``BlobCheckpointStore(container_client)``: the user's own aio or sync client, which the store never closes."""
+    server: Azurite = request.getfixturevalue("azurite")
+    container: str = request.getfixturevalue("blob_container")
+    clients: list[Any] = []
+
+    async def another() -> CheckpointStore:
+        if kind == "aio":
+            client: Any = ContainerClient.from_connection_string(server.connection_string, container)
+        else:
+            client = SyncContainerClient.from_connection_string(server.connection_string, container)
+        clients.append(client)
+        return BlobCheckpointStore(client)
+
+    raw = await _raw_container(server, container)
+    await raw.create_container()
+
+    async def close_all() -> None:
+        for client in clients:
+            if kind == "aio":
+                await client.close()
+            else:
+                client.close()
+        await raw.close()
+
+    return Harness(f"blob-{kind}-client", await another(), another, _blob_corrupt(raw), [close_all])
+
+
+async def _blob_aio_client(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return await _blob_on_client(request, "aio")
+
+
+async def _blob_sync_client(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return await _blob_on_client(request, "sync")
+
+
 async def _sdk_official_aio(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     server: Azurite = request.getfixturevalue("azurite")
     container: str = request.getfixturevalue("blob_container")
@@ -188,6 +225,8 @@ _FACTORIES = {
     "memory": _memory,
     "sqlite": _sqlite,
     "blob": _blob,
+    "blob-aio-client": _blob_aio_client,
+    "blob-sync-client": _blob_sync_client,
     "sdk-official-aio": _sdk_official_aio,
     "sdk-dict-sync": _sdk_dict_sync,
 }

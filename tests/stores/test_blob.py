@@ -6,9 +6,12 @@ import asyncio
 import logging
 import traceback
 from collections.abc import AsyncIterator
+from threading import get_ident
+from typing import Any
 
 import pytest
 from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore as OfficialAioStore
+from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient
 
 from rxhubs import Checkpoint, Ownership
@@ -277,3 +280,82 @@ async def test_proxy_settings_from_the_environment_are_read_once_and_honoured(
         with pytest.raises(StoreError, match="cannot reach"):
             await through_proxy.list_checkpoints(NS, HUB, CG)
         assert await direct.list_checkpoints(NS, HUB, CG) == []
+
+
+# -- BlobCheckpointStore(container_client): the user's own aio or sync client ---------------------------------
+
+
+@pytest.mark.parametrize("kind", ["aio", "sync"])
+async def test_a_container_client_of_either_kind_writes_the_official_layout_and_stays_open(
+    kind: str, azurite: Azurite, blob_container: str, raw: ContainerClient, official: OfficialAioStore
+) -> None:
+    if kind == "aio":
+        client: Any = ContainerClient.from_connection_string(azurite.connection_string, blob_container)
+    else:
+        client = SyncContainerClient.from_connection_string(azurite.connection_string, blob_container)
+    async with BlobCheckpointStore(client) as store:
+        assert store.container_name == blob_container and store.url == raw.url
+        await store.claim_ownership([Ownership(NS, HUB, CG, "0", "consumer-a")])
+        await store.update_checkpoint(Checkpoint(NS, HUB, CG, "0", "12345", 67))
+        assert [o.owner_id for o in await store.list_ownership(NS, HUB, CG)] == ["consumer-a"]
+
+    assert await blobs(raw) == {
+        PREFIX + "ownership/0": (0, {"ownerid": "consumer-a"}),
+        PREFIX + "checkpoint/0": (0, {"offset": "12345", "sequencenumber": "67"}),
+    }
+    [read] = await official.list_checkpoints(NS, HUB, CG)
+    assert (read["sequence_number"], read["offset"]) == (67, "12345")
+    # the store did not close the client it was given: it still serves its owner
+    if kind == "aio":
+        assert len([b async for b in client.list_blobs()]) == 2
+        await client.close()
+    else:
+        assert len(list(client.list_blobs())) == 2
+        client.close()
+
+
+async def test_a_sync_client_never_runs_on_the_event_loop_thread(azurite: Azurite, blob_container: str) -> None:
+    threads: list[int] = []
+    client = SyncContainerClient.from_connection_string(
+        azurite.connection_string, blob_container, raw_request_hook=lambda _request: threads.append(get_ident())
+    )
+    try:
+        store = BlobCheckpointStore(client)
+        await store.claim_ownership([Ownership(NS, HUB, CG, p, "a") for p in "0123"])
+        await store.update_checkpoints([Checkpoint(NS, HUB, CG, p, "1", 1) for p in "0123"])
+        assert len(await store.list_ownership(NS, HUB, CG)) == 4
+        assert len(await store.list_checkpoints(NS, HUB, CG)) == 4
+    finally:
+        client.close()
+    assert len(threads) >= 10  # create the container, 4 claims, 4 checkpoints (+ uploads), 2 listings
+    assert get_ident() not in threads
+
+
+async def test_a_sync_client_with_refused_credentials_is_a_store_error_without_the_key(
+    azurite: Azurite, blob_container: str
+) -> None:
+    wrong_key = "A" * 43 + "wrongkeyZZ" + "B" * 35 + "=="
+    client = SyncContainerClient.from_connection_string(
+        azurite.connection_string.replace(ACCOUNT_KEY, wrong_key), blob_container
+    )
+    try:
+        store = BlobCheckpointStore(client)
+        with pytest.raises(StoreError, match="refused the credentials") as info:
+            await store.list_ownership(NS, HUB, CG)
+    finally:
+        client.close()
+    assert info.value.retriable is False
+    assert "wrongkey" not in str(info.value) and "wrongkey" not in repr(store)
+
+
+def test_a_client_with_other_settings_or_something_else_is_a_configuration_error(azurite: Azurite) -> None:
+    client = SyncContainerClient.from_connection_string(azurite.connection_string, "checkpoints")
+    try:
+        with pytest.raises(ConfigurationError, match="pass it alone"):
+            BlobCheckpointStore(client, "other")
+        with pytest.raises(ConfigurationError, match="pass it alone"):
+            BlobCheckpointStore(client, retry_total=0)
+    finally:
+        client.close()
+    with pytest.raises(ConfigurationError, match="got dict"):
+        BlobCheckpointStore({"url": "https://x"})  # type: ignore[arg-type]

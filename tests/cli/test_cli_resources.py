@@ -1,0 +1,84 @@
+"""Commands leave nothing open: a run against Azurite and the emulator ends without resource warnings.
+
+The blob store's aiohttp session used to outlive ``rxhubs consume --store blob://...``, which then ended a
+clean run with "ERROR asyncio: Unclosed client session" and "Unclosed connector" on stderr. Python hides
+``ResourceWarning`` by default, so the commands run here with ``PYTHONWARNINGS=always::ResourceWarning``:
+an unclosed socket, session or event loop anywhere shows up on stderr and fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.eventhub import EventData, EventHubProducerClient
+
+from rxhubs.testing._azurite import Azurite
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.azurite, pytest.mark.slow]
+
+
+def run_cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rxhubs.cli", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_nothing_left_open(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "unclosed" not in result.stderr.lower(), result.stderr[-3000:]
+    assert "ResourceWarning" not in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+
+
+@pytest.fixture
+def env(emulator_factory: Any, azurite: Azurite, blob_container: str) -> dict[str, str]:
+    """A fresh 2-partition hub holding 20 events, and the Azurite account, in the commands' variables."""
+    emulator = emulator_factory(hubs={"orders": 2})
+    conn = emulator.connection_string("orders")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        for partition in ("0", "1"):
+            batch = producer.create_batch(partition_id=partition)
+            for i in range(10):
+                batch.add(EventData(f"{partition}-{i}"))
+            producer.send_batch(batch)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTHUB_", "AZURE_STORAGE_"))}
+    environment.update(
+        EVENTHUB_CONNECTION_STRING=conn,
+        AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string,
+        PYTHONPATH=str(ROOT),
+        PYTHONWARNINGS="always::ResourceWarning",
+    )
+    return environment
+
+
+def test_consume_then_checkpoints_on_blob_leave_nothing_open(
+    env: dict[str, str], blob_container: str, tmp_path: Path
+) -> None:
+    store = f"blob://{blob_container}"
+    out = tmp_path / "events.jsonl"
+    consume = run_cli(
+        "consume", "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--duration", "6",
+        env=env, cwd=tmp_path,
+    )
+    assert_nothing_left_open(consume)
+    assert len(out.read_text().splitlines()) == 20  # the blob store really served the run
+
+    table = run_cli("checkpoints", "--store", store, "--json", env=env, cwd=tmp_path)
+    assert_nothing_left_open(table)
+    rows = [json.loads(line) for line in table.stdout.splitlines()]
+    assert [(r["partition"], r["checkpoint"], r["lag"]) for r in rows] == [("0", 9, 0), ("1", 9, 0)]
+
+    watched = run_cli(
+        "checkpoints", "--store", store, "--watch", "--interval", "0.2", "--count", "3", env=env, cwd=tmp_path
+    )
+    assert_nothing_left_open(watched)
+    assert watched.stdout.count("last enqueued") == 3

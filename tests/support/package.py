@@ -1,0 +1,72 @@
+"""Build rxhubs' sdist and wheel once per test session, as a clean clone would, outside the work tree.
+
+``python -m build`` runs on a copy of the files git knows (tracked, plus new files not ignored), so nothing
+the developer has lying around (``.venv``, ``node_modules``, caches, an old ``build/``) can sneak into the
+distributions, and the build writes nothing into the work tree. It builds the sdist first and the wheel from
+that sdist, so a file missing from the sdist fails here too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The top-level modules through which Spark discovers the source by itself (pyspark/sql/worker/lookup_data_sources.py).
+DISCOVERY_MODULES = ("pyspark_rxhubs", "pyspark_rxhubs_eventhubs")
+
+
+@dataclass(frozen=True)
+class Distributions:
+    sdist: Path
+    wheel: Path
+    log: str  # what python -m build printed (stdout and stderr)
+
+
+_built: dict[str, Distributions] = {}
+
+
+def _source_files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()
+    return [name for name in listed.split("\0") if name and (ROOT / name).is_file()]
+
+
+def build_distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
+    """The sdist and the wheel of the work tree, built once per session (about 5 s)."""
+    if "dist" in _built:
+        return _built["dist"]
+    base = tmp_path_factory.mktemp("package")
+    tree = base / "source"
+    for name in _source_files():
+        target = tree / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    out = base / "dist"
+    result = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(tree)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, f"python -m build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    [sdist] = out.glob("rxhubs-*.tar.gz")
+    [wheel] = out.glob("rxhubs-*.whl")
+    _built["dist"] = Distributions(sdist, wheel, result.stdout + result.stderr)
+    return _built["dist"]
+
+
+def install_wheel_to(wheel: Path, target: Path) -> Path:
+    """``pip install --no-deps --target`` the wheel: a site-packages-like folder for ``PYTHONPATH``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(target),
+         str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return target
