@@ -18,12 +18,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from rxhubs import errors
+from rxhubs._batch import Ack, EventBatch
 from rxhubs._models import (
-    Ack,
     Checkpoint,
     CloseReason,
+    ErrorContext,
     Event,
-    EventBatch,
     EventHubProperties,
     LastEnqueuedEventProperties,
     Ownership,
@@ -41,6 +41,7 @@ from rxhubs.transport import Hub, PartitionReceiver
 if TYPE_CHECKING:
     from rxhubs import emulator, operators, spark, stores, testing
     from rxhubs.balancing import PartitionStream, consume, partitions
+    from rxhubs.processor import EventProcessor, PartitionProcessor
     from rxhubs.transport import EventHub
 
 __version__ = "0.1.0"
@@ -50,14 +51,17 @@ __all__ = [
     "Backoff",
     "Checkpoint",
     "CloseReason",
+    "ErrorContext",
     "Event",
     "EventBatch",
     "EventHub",
     "EventHubProperties",
+    "EventProcessor",
     "Hub",
     "LastEnqueuedEventProperties",
     "Ownership",
     "PartitionContext",
+    "PartitionProcessor",
     "PartitionProperties",
     "PartitionReceiver",
     "PartitionStream",
@@ -82,6 +86,8 @@ __all__ = [
 _LAZY_MODULES = {"emulator", "operators", "spark", "stores", "testing"}
 _LAZY_ATTRS = {
     "EventHub": "rxhubs.transport",
+    "EventProcessor": "rxhubs.processor",
+    "PartitionProcessor": "rxhubs.processor",
     "PartitionStream": "rxhubs.balancing",
     "consume": "rxhubs.balancing",
     "partitions": "rxhubs.balancing",

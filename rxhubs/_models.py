@@ -1,6 +1,7 @@
 """Domain records: frozen dataclasses with the field names Azure uses.
 
-Events, batches and positions flow through pipelines; checkpoints and ownership records live in stores.
+Events and positions flow through pipelines (batches of events: :mod:`rxhubs._batch`); checkpoints and ownership
+records live in stores.
 """
 
 from __future__ import annotations
@@ -8,25 +9,20 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from reactivex import Observable
+from typing import Any, Literal
 
 from rxhubs.errors import ConfigurationError
 
 __all__ = [
-    "Ack",
     "Checkpoint",
     "CloseReason",
     "Event",
-    "EventBatch",
+    "ErrorContext",
     "EventHubProperties",
     "LastEnqueuedEventProperties",
     "Ownership",
-    "OwnershipSession",
     "PartitionContext",
     "PartitionProperties",
     "Position",
@@ -125,6 +121,28 @@ class PartitionContext:
     partition_id: str
 
 
+#: The operations an error hook is told about (``ErrorContext.operation``).
+OPERATIONS = ("receive", "process", "checkpoint", "claim", "list", "release", "initialize", "close")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorContext(PartitionContext):
+    """The context an error hook (``on_partition_error``) receives: the partition, and what failed.
+
+    Attributes:
+        operation: ``"receive"``, ``"process"``, ``"checkpoint"``, ``"claim"``, ``"list"``, ``"release"``,
+            ``"initialize"`` or ``"close"``. Balancing failures (``"list"``, ``"claim"``, ``"release"``) concern
+            the consumer group rather than one partition: their ``partition_id`` is ``""``.
+
+    Example:
+        >>> context = ErrorContext("ns", "telemetry", "$Default", "3", "process")
+        >>> context.partition_id, context.operation, isinstance(context, PartitionContext)
+        ('3', 'process', True)
+    """
+
+    operation: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class LastEnqueuedEventProperties:
     """What the service last told us about the newest event of a partition (for lag).
@@ -178,161 +196,6 @@ class EventHubProperties:
     name: str
     created_at: _dt.datetime | None
     partition_ids: tuple[str, ...]
-
-
-class Ack:
-    """A handle that acknowledges one held batch; calling it more than once is harmless.
-
-    Asynchronous operators (the checkpoint and Spark operators) call :meth:`EventBatch.hold` when they take
-    a batch and the returned ``Ack`` once they are done with it; the partition source pulls more only while
-    fewer than ``max_inflight`` of its batches are held.
-
-    Example:
-        >>> def on_next(batch):  # in an operator that finishes batches later  # doctest: +SKIP
-        ...     ack = batch.hold()
-        ...     loop.call_later(1.0, ack)  # one second later the source may pull again
-    """
-
-    __slots__ = ("_done", "_lease")
-
-    def __init__(self, lease: _Lease | None) -> None:
-        self._lease = lease
-        self._done = False
-
-    def __call__(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        if self._lease is not None:
-            self._lease.release()
-
-    def __repr__(self) -> str:
-        return f"Ack(done={self._done})"
-
-
-class _Lease:
-    """Counts holds on one batch; tells its source when the last one is released.
-
-    Not thread-safe by design: holds and acks happen on the thread that drives the pipeline.
-    """
-
-    __slots__ = ("_holds", "_on_free")
-
-    def __init__(self, on_free: Callable[[], None]) -> None:
-        self._holds = 0
-        self._on_free = on_free
-
-    @property
-    def held(self) -> bool:
-        return self._holds > 0
-
-    def hold(self) -> None:
-        self._holds += 1
-
-    def release(self) -> None:
-        self._holds -= 1
-        if self._holds == 0:
-            self._on_free()
-
-
-class OwnershipSession(Protocol):
-    """The period of ownership a batch was read in, as operators see it (``rxhubs.balancing.PartitionSession``).
-
-    An operator that writes on behalf of a partition (the checkpoint operator) asks :attr:`owned` before every
-    write, and registers a *flusher*: an Observable the balancer subscribes before it releases the partition,
-    so the last position is written first. Batches of :func:`rxhubs.partition_batches` carry no session.
-    """
-
-    @property
-    def context(self) -> PartitionContext:
-        """The partition."""
-        ...
-
-    @property
-    def owned(self) -> bool:
-        """True while this consumer owns the partition; False once released, lost or expired."""
-        ...
-
-    def register(self, key: object, flusher: Callable[[OwnershipSession], Observable[Any]]) -> None:
-        """Call ``flusher(session)`` and wait for it before the partition is released."""
-        ...
-
-    def unregister(self, key: object) -> None:
-        """Forget the flusher registered under ``key``."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class EventBatch(Sequence[Event]):
-    """Events of one partition, in sequence-number order, as one unit of work.
-
-    A batch is a sequence of :class:`Event`; ``len(batch)`` may be 0 for a heartbeat batch.
-
-    Attributes:
-        context: The partition it came from.
-        events: The events, in order.
-        last_enqueued: The partition's newest event when the batch was read, if the receiver tracks it.
-
-    Example:
-        >>> import datetime as dt
-        >>> ctx = PartitionContext("local", "telemetry", "$Default", "0")
-        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-        >>> b = EventBatch(ctx, (Event(b"a", 4, "40", t), Event(b"b", 5, "50", t)))
-        >>> b.partition_id, b.first_sequence_number, b.last_sequence_number, len(b)
-        ('0', 4, 5, 2)
-    """
-
-    context: PartitionContext
-    events: tuple[Event, ...]
-    last_enqueued: LastEnqueuedEventProperties | None = None
-    _lease: _Lease | None = field(default=None, compare=False, repr=False)
-    _session: OwnershipSession | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def partition_id(self) -> str:
-        """The partition id, from the context."""
-        return self.context.partition_id
-
-    @property
-    def first_sequence_number(self) -> int | None:
-        """Sequence number of the first event, or None for an empty batch."""
-        return self.events[0].sequence_number if self.events else None
-
-    @property
-    def last_sequence_number(self) -> int | None:
-        """Sequence number of the last event, or None for an empty batch."""
-        return self.events[-1].sequence_number if self.events else None
-
-    @property
-    def last_event(self) -> Event | None:
-        """The last event, or None for an empty batch."""
-        return self.events[-1] if self.events else None
-
-    def hold(self) -> Ack:
-        """Keep this batch counted as in flight until the returned :class:`Ack` is called.
-
-        Call it in ``on_next`` when the batch will be finished later (written asynchronously, say).
-        Batches not held are acknowledged as soon as ``on_next`` returns.
-        """
-        if self._lease is not None:
-            self._lease.hold()
-        return Ack(self._lease)
-
-    def with_events(self, events: Sequence[Event]) -> EventBatch:
-        """A batch with the same context and in-flight accounting, carrying other events (e.g. filtered)."""
-        return EventBatch(self.context, tuple(events), self.last_enqueued, self._lease, self._session)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.events[index]
-
-    def __bool__(self) -> bool:
-        return True
 
 
 PositionKind = Literal["earliest", "latest", "offset", "sequence_number", "enqueued_time"]

@@ -33,6 +33,9 @@ async def arun(
     flight finish, checkpoints flush, receivers close and ownership is released, then the pipeline
     completes. If it has not completed ``grace`` seconds later, or on a second signal, it is disposed.
 
+    When the pipeline ends with an error (an exception in an operator after the merge), the consumers still
+    flush and release their partitions before the error is raised here (within ``grace`` seconds).
+
     Args:
         observable: The pipeline.
         shutdown: A stop signal to use instead of a fresh one (to stop from code).
@@ -93,6 +96,7 @@ async def arun(
             await _wait(done, stop, hard_stop, grace)
         finally:
             subscription.dispose()
+            await _cleaned_up(stop, grace)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
@@ -122,6 +126,23 @@ async def _wait(done: asyncio.Future[None], stop: Shutdown, hard_stop: asyncio.E
                 return
     finally:
         hard.cancel()
+
+
+async def _cleaned_up(stop: Shutdown, grace: float) -> None:
+    """Wait (at most ``grace`` seconds) until the consumers have released their partitions."""
+    if stop.pending == 0:
+        return
+    loop = asyncio.get_running_loop()
+    idle: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(lambda: None if idle.done() else idle.set_result(None))
+
+    stop.when_idle(wake)
+    try:
+        await asyncio.wait_for(idle, grace)
+    except TimeoutError:
+        log.warning("partitions not released within %.1f s: they will expire instead", grace)
 
 
 def run(observable: Observable[Any], **kwargs: Any) -> int:

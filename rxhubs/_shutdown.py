@@ -37,6 +37,8 @@ class Shutdown:
         self._callbacks: dict[int, Callable[[], None]] = {}
         self._next = 0
         self._lock = threading.Lock()
+        self._pending = 0
+        self._on_idle: list[Callable[[], None]] = []
 
     @property
     def requested(self) -> bool:
@@ -57,6 +59,52 @@ class Shutdown:
                 return Disposable(forget)
         callback()
         return Disposable()
+
+    def track(self) -> Callable[[], None]:
+        """Count one clean-up as running (a consumer releasing its partitions) until the returned callable runs.
+
+        :func:`rxhubs.arun` waits for these (up to its grace period) after the pipeline ended, also when it
+        ended with an error, so partitions are released before the process exits.
+
+        Example:
+            >>> stop = Shutdown()
+            >>> done = stop.track()
+            >>> stop.pending
+            1
+            >>> done(); done(); stop.pending
+            0
+        """
+        with self._lock:
+            self._pending += 1
+        finished = False
+
+        def untrack() -> None:
+            nonlocal finished
+            with self._lock:
+                if finished:
+                    return
+                finished = True
+                self._pending -= 1
+                callbacks = self._on_idle if self._pending == 0 else []
+                if self._pending == 0:
+                    self._on_idle = []
+            for callback in callbacks:
+                callback()
+
+        return untrack
+
+    @property
+    def pending(self) -> int:
+        """How many tracked clean-ups are still running."""
+        return self._pending
+
+    def when_idle(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once no tracked clean-up is running (at once if none is)."""
+        with self._lock:
+            if self._pending:
+                self._on_idle.append(callback)
+                return
+        callback()
 
     def request(self) -> None:
         """Ask every watcher to stop; idempotent."""

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from rxhubs._rx._clock import Signal, deadline, never, now, sleep
+from rxhubs._rx._clock import Signal, deadline, never, now, sleep, to_thread
 from rxhubs._rx._driver import from_coroutine
 
-__all__ = ["Signal", "deadline", "from_coroutine", "never", "now", "sleep"]
+__all__ = ["Signal", "deadline", "from_coroutine", "never", "now", "sleep", "to_thread"]

@@ -2,8 +2,14 @@
 
 The loop decides (claim, hand over, lose); the consumer turns each decision into what the user sees: a
 :class:`~rxhubs.balancing.PartitionStream` emitted on a claim, a stream closed on a revoke or a loss, the
-user's hooks called, and, once a stream has finished and its checkpoints are flushed, ``loop.ready`` so the
-partition is released.
+user's hooks called (``async`` ones awaited: a partition is read once ``on_partition_initialize`` returned and
+released once ``on_partition_close`` returned), and, once a stream has finished and its checkpoints are
+flushed, ``loop.ready`` so the partition is released.
+
+Every failure reaches ``on_partition_error`` with an :class:`~rxhubs.ErrorContext` naming the operation: a
+retried receive, a failed batch (``hops.process``), a checkpoint write, a balancing round. A failure that
+stops a partition (:meth:`PartitionSession.fail`, a reader that gave up) ends only that partition's stream:
+it is flushed, released and avoided for a backoff, then read again from its checkpoint.
 """
 
 from __future__ import annotations
@@ -13,9 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from reactivex import abc
+import reactivex
+from reactivex import Observable, abc
+from reactivex import operators as ops
+from reactivex.subject import AsyncSubject
 
-from rxhubs._models import Checkpoint, CloseReason, Position
+from rxhubs._batch import EventBatch
+from rxhubs._models import Checkpoint, CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
@@ -30,6 +40,17 @@ from rxhubs.transport import Hub
 __all__ = ["Consumer"]
 
 log = logging.getLogger("rxhubs.balancing")
+
+
+def _await_hook(result: Any) -> Observable[Any]:
+    """A one-shot Observable that completes once a hook's result (a coroutine, or nothing) is done."""
+    if not inspect.isawaitable(result):
+        return reactivex.empty()
+
+    async def wait() -> None:
+        await result
+
+    return from_coroutine(wait)
 
 
 class Consumer:
@@ -55,6 +76,7 @@ class Consumer:
         self.disposed = False
         self.completed = False
         self.unwatch: abc.DisposableBase | None = None
+        self.untrack: Callable[[], None] | None = None
         self.loop = BalancingLoop(
             store,
             namespace=hub.fully_qualified_namespace,
@@ -72,6 +94,7 @@ class Consumer:
         shutdown = current_shutdown()
         if shutdown is not None:
             self.unwatch = shutdown.watch(lambda: self.loop.stop("shutdown"))
+            self.untrack = shutdown.track()  # rxhubs.run waits for the releases before it returns
         self.loop.start()
 
     def dispose(self) -> None:
@@ -83,23 +106,43 @@ class Consumer:
         self.loop.dispose()
 
     # -- hooks ---------------------------------------------------------------------------------------------
-    def _hook(self, name: str, hook: Callable[..., Any] | None, *args: Any) -> None:
-        """Call a user hook; an ``async def`` hook is awaited on the pipeline's scheduler. Errors are logged."""
+    def _call_hook(
+        self,
+        operation: str,
+        context: PartitionContext,
+        hook: Callable[..., Any] | None,
+        *args: Any,
+        on_failure: Callable[[Exception], None] | None = None,
+    ) -> Observable[Any]:
+        """Call a user hook; the Observable completes once it is done (``async`` hooks are awaited).
+
+        A hook's error is reported to ``on_partition_error`` (unless it is that hook), then ``on_failure``.
+        """
         if hook is None:
-            return
+            return reactivex.empty()
+
+        def failed(error: Exception) -> Observable[Any]:
+            log.warning("%s hook raised %r", operation, error)
+            if on_failure is not None:
+                on_failure(error)
+            elif hook is not self.hooks.on_partition_error:
+                self.report(context, operation, error)
+            return reactivex.empty()
+
         try:
             result = hook(*args)
         except Exception as exc:
-            log.warning("%s raised %r (ignored)", name, exc)
-            return
-        if inspect.isawaitable(result):
+            return failed(exc)
+        return _await_hook(result).pipe(ops.catch(lambda error, _: failed(error)))
 
-            async def wait() -> None:
-                await result
+    def report(self, context: PartitionContext, operation: str, error: Exception) -> None:
+        """Call ``on_partition_error`` with an :class:`~rxhubs.ErrorContext` naming ``operation``."""
+        c = context
+        where = ErrorContext(c.fully_qualified_namespace, c.eventhub_name, c.consumer_group, c.partition_id, operation)
+        self._call_hook("error", where, self.hooks.on_partition_error, where, error).subscribe(scheduler=self.scheduler)
 
-            from_coroutine(wait).subscribe(
-                on_error=lambda exc: log.warning("%s raised %r (ignored)", name, exc), scheduler=self.scheduler
-            )
+    def _group_context(self) -> PartitionContext:
+        return PartitionContext(self.hub.fully_qualified_namespace, self.hub.eventhub_name, self.consumer_group, "")
 
     # -- LoopListener --------------------------------------------------------------------------------------
     def on_acquired(self, session: PartitionSession, checkpoint: Checkpoint | None) -> None:
@@ -107,7 +150,8 @@ class Consumer:
         context = session.context
         start = self._start_for(pid, checkpoint)
         reading = self.settings.reading
-        source = partition_batches(
+        session.bind(self._session_report, self._session_fail)
+        batches = partition_batches(
             self.hub,
             pid,
             consumer_group=self.consumer_group,
@@ -117,8 +161,15 @@ class Consumer:
             max_batch_size=reading.max_batch_size,
             max_wait=reading.max_wait,
             max_inflight=reading.max_inflight,
+            emit_empty=reading.emit_empty,
+            track_last_enqueued_event_properties=reading.track_last_enqueued_event_properties,
             scheduler=self.scheduler,
+            on_retry=lambda error: self.report(context, "receive", error),
         )
+        initialized: AsyncSubject[None] = AsyncSubject()
+        source: Observable[EventBatch] = batches
+        if self.hooks.on_partition_initialize is not None:  # read once the hook returned
+            source = initialized.pipe(ops.flat_map(lambda _: batches))
         stream = PartitionStream(
             context,
             start=start,
@@ -131,7 +182,17 @@ class Consumer:
         )
         self.streams[pid] = stream
         log.info("partition %s claimed by %s, reading from %r", pid, self.loop.owner_id, start)
-        self._hook("on_partition_initialize", self.hooks.on_partition_initialize, context)
+
+        def ready(*_: Any) -> None:
+            initialized.on_next(None)
+            initialized.on_completed()
+
+        def not_initialized(error: Exception) -> None:  # the partition is not read: it is released
+            session.fail("initialize", error)
+
+        self._call_hook(
+            "initialize", context, self.hooks.on_partition_initialize, context, on_failure=not_initialized
+        ).subscribe(on_completed=ready, scheduler=self.scheduler)
         if not self.disposed:
             self.observer.on_next(stream)
 
@@ -154,9 +215,14 @@ class Consumer:
         if stream is not None and stream.session is session:
             del self.streams[session.partition_id]
 
+    def on_error(self, operation: str, error: Exception) -> None:
+        self.report(self._group_context(), operation, error)
+
     def on_stopped(self, error: Exception | None) -> None:
         if self.unwatch is not None:
             self.unwatch.dispose()
+        if self.untrack is not None:
+            self.untrack()
         if not self.disposed and not self.completed:
             self.completed = True
             if error is not None:
@@ -164,29 +230,46 @@ class Consumer:
             else:
                 self.observer.on_completed()
 
-    # -- streams -------------------------------------------------------------------------------------------
+    # -- errors of one partition ---------------------------------------------------------------------------
+    def _session_report(self, session: PartitionSession, operation: str, error: Exception) -> None:
+        self.report(session.context, operation, error)
+
+    def _session_fail(self, session: PartitionSession, operation: str, error: Exception) -> None:
+        """Stop one partition: report, end its stream (then flush, release, avoid for a while)."""
+        self.report(session.context, operation, error)
+        stream = self.streams.get(session.partition_id)
+        if stream is None or stream.session is not session:
+            return
+        stream.error = stream.error or error
+        stream._close(CloseReason.OWNERSHIP_LOST)
+
     def _reader_error(self, stream: PartitionStream, error: Exception) -> None:
         if isinstance(error, OwnershipLostError):
             log.info("partition %s: reader cut off by another reader (%s)", stream.partition_id, error)
             self.loop.abandon(stream.partition_id)
             return
         log.warning("partition %s: reader failed: %r", stream.partition_id, error)
-        self._hook("on_partition_error", self.hooks.on_partition_error, stream.context, error)
+        self.report(stream.context, "receive", error)
 
     def _stream_finished(self, stream: PartitionStream) -> None:
         pid = stream.partition_id
-        self._hook("on_partition_close", self.hooks.on_partition_close, stream.context, stream.close_reason)
         session = stream.session
-        if not session.owned:
-            if self.streams.get(pid) is stream:
-                del self.streams[pid]
-            return
         failed = stream.error is not None or stream.user_disposed
 
         def release(*_: Any) -> None:
-            self.loop.ready(pid, failed=failed)
+            if not session.owned:
+                if self.streams.get(pid) is stream:
+                    del self.streams[pid]
+                return
+            session.flush().subscribe(
+                on_completed=lambda: self.loop.ready(pid, failed=failed),
+                on_error=lambda _: self.loop.ready(pid, failed=failed),
+                scheduler=self.scheduler,
+            )
 
-        session.flush().subscribe(on_completed=release, on_error=release, scheduler=self.scheduler)
+        self._call_hook(
+            "close", stream.context, self.hooks.on_partition_close, stream.context, stream.close_reason
+        ).subscribe(on_completed=release, scheduler=self.scheduler)
 
     def _start_for(self, partition_id: str, checkpoint: Checkpoint | None) -> Position:
         explicit = pick(self.settings.start, partition_id)
@@ -197,4 +280,3 @@ class Consumer:
         if checkpoint is not None:
             return checkpoint.position()
         return pick(self.settings.default_start, partition_id) or Position.earliest()
-

@@ -52,6 +52,8 @@ RevokeReason = Literal["handover", "shutdown", "dispose"]
 _REFRESH_IDS_EVERY = 30
 #: Attempts at the final release before the records are left to expire.
 _FINAL_ATTEMPTS = 4
+#: The operation each store verb is reported as (``ErrorContext.operation``).
+_OPERATIONS = {"list_ownership": "list", "list_checkpoints": "list", "claim_ownership": "claim"}
 
 
 class LoopListener(Protocol):
@@ -68,6 +70,9 @@ class LoopListener(Protocol):
 
     def on_released(self, session: PartitionSession) -> None:
         """The partition was released (or its release attempted): it is not this consumer's any more."""
+
+    def on_error(self, operation: str, error: Exception) -> None:
+        """A balancing step failed (``"list"``, ``"claim"`` or ``"release"``); the loop retries it."""
 
     def on_stopped(self, error: Exception | None) -> None:
         """After :meth:`BalancingLoop.stop`: everything is released; the loop is done (``error``: why, if fatal)."""
@@ -131,6 +136,7 @@ class BalancingLoop:
         self._next_round = 0.0
         self._last_early = float("-inf")
         self._release_failed = False
+        self._operation = "list"
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
         self._finished = False
@@ -217,6 +223,7 @@ class BalancingLoop:
         started = self._now()
         ns, hub, group = self.group
         try:
+            self._operation = "list"
             ids = await self._partition_ids()
             if ids is None:
                 return  # fatal: stop() was called
@@ -250,7 +257,8 @@ class BalancingLoop:
     def _round_failed(self, error: Exception) -> None:
         self._attempt += 1
         delay = min(self.retry.delay(self._attempt), self.settings.load_balancing_interval)
-        log.warning("balancing: store call failed (%s); retry %d in %.1f s", error, self._attempt, delay)
+        log.warning("balancing: %s failed (%s); retry %d in %.1f s", self._operation, error, self._attempt, delay)
+        self.listener.on_error(self._operation, error)
         self._expire()
         self._next_round = self._now() + delay
 
@@ -283,6 +291,7 @@ class BalancingLoop:
                 releases = self._ready_releases()
                 await self._release_with_presence([*releases, await self._final_presence_record()])
             except Exception as exc:
+                self.listener.on_error("release", exc)
                 if attempt < _FINAL_ATTEMPTS:
                     log.warning("balancing: releasing on stop failed (%s); retrying", exc)
                     await sleep(self.retry.delay(attempt))
@@ -295,6 +304,7 @@ class BalancingLoop:
     # -- the steps of a round ----------------------------------------------------------------------------------
     async def _store(self, verb: str, call: Callable[[], Awaitable[T]]) -> T:
         """One store call, bounded by the store timeout."""
+        self._operation = _OPERATIONS.get(verb, verb)
         timeout = self.settings.store_timeout or self.settings.load_balancing_interval
         try:
             async with deadline(timeout):
@@ -403,6 +413,7 @@ class BalancingLoop:
             await self._store("claim_ownership", lambda: self.store.claim_ownership(releases))
         except Exception as exc:
             log.warning("balancing: releasing %d partitions failed (%s); retrying next round", len(releases), exc)
+            self.listener.on_error("release", exc)
             self._release_failed = True
             return
         self._forget_released(releases)

@@ -16,6 +16,7 @@ Lifecycle of one partition stream (the session's states in brackets; see :mod:`r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Unpack
 
 import reactivex
@@ -24,7 +25,8 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from rxhubs._models import EventBatch, Position
+from rxhubs._batch import EventBatch
+from rxhubs._models import Position
 from rxhubs.balancing._consumer import Consumer
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Strategy
 from rxhubs.balancing._settings import (
@@ -43,7 +45,10 @@ from rxhubs.sources._settings import DEFAULT_READ
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
 from rxhubs.transport import Hub
 
-__all__ = ["consume", "partitions"]
+__all__ = ["PartitionPipeline", "consume", "isolated", "partitions"]
+
+#: A user's pipeline for one partition's stream (``consume(..., pipeline=...)``).
+PartitionPipeline = Callable[[Observable[EventBatch]], Observable[EventBatch]]
 
 
 def _resolve_scheduler(scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
@@ -75,6 +80,8 @@ def partitions(
     prefetch: int = DEFAULT_READ.prefetch,
     max_inflight: int = DEFAULT_READ.max_inflight,
     owner_level: int | None = 0,
+    emit_empty: bool = False,
+    track_last_enqueued_event_properties: bool | None = None,
     scheduler: abc.SchedulerBase | None = None,
     on_partition_initialize: InitializeHook | None = None,
     on_partition_close: CloseHook | None = None,
@@ -122,6 +129,9 @@ def partitions(
         prefetch: Events the transport may buffer ahead.
         max_inflight: Most unacknowledged batches per partition.
         owner_level: Owner level (epoch) of the receivers; None for non-exclusive receivers.
+        emit_empty: Emit an empty batch when ``max_wait`` passes with no events (time-driven pipelines).
+        track_last_enqueued_event_properties: Batches carry the partition's newest event
+            (:attr:`~rxhubs.EventBatch.last_enqueued`, for lag); None keeps the hub's setting.
         scheduler: Scheduler to run on (default: the one given at subscribe time, else the running loop's).
         on_partition_initialize: Called with the context when a partition is gained.
         on_partition_close: Called with the context and the reason when a partition stream ends.
@@ -170,6 +180,8 @@ def partitions(
         prefetch,
         max_inflight,
         owner_level,
+        emit_empty,
+        track_last_enqueued_event_properties,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)
@@ -200,6 +212,8 @@ def consume(
     hub: Hub,
     consumer_group: str,
     store: StoreLike,
+    *,
+    pipeline: PartitionPipeline | None = None,
     **options: Unpack[ConsumerOptions],
 ) -> Observable[EventBatch]:
     """The batches of every partition this consumer owns, merged: :func:`partitions` flattened.
@@ -207,6 +221,13 @@ def consume(
     Takes the same keyword options as :func:`partitions`. Batches of one partition arrive in order;
     partitions proceed concurrently. Put :func:`rxhubs.operators.checkpoint` after the work that must
     succeed first.
+
+    **Isolated per-partition pipelines.** With ``pipeline``, each partition's stream goes through its own
+    ``pipeline(stream)`` before the merge, and an error raised anywhere in it (a plain ``ops.map`` over a
+    malformed event included) stops that partition only: ``on_partition_error`` is called (operation
+    ``"process"``), its checkpoints flush, it is released and read again from its checkpoint after a backoff;
+    the other partitions go on. Without it, an error in an operator after the merge ends the whole pipeline
+    (that is Rx), after every partition flushed and was released.
 
     Marble diagram (partitions ``0`` and ``1`` owned)::
 
@@ -218,10 +239,11 @@ def consume(
         hub: The hub.
         consumer_group: The consumer group.
         store: The checkpoint store shared by the consumers.
+        pipeline: Applied to each partition's stream before the merge, with its failures kept to it.
         **options: Keyword options of :func:`partitions`.
 
     Returns:
-        An Observable of :class:`~rxhubs.EventBatch`.
+        An Observable of :class:`~rxhubs.EventBatch` (what the pipelines emit, with ``pipeline``).
 
     Example:
         >>> import rxhubs
@@ -235,4 +257,26 @@ def consume(
         >>> sorted(seen)
         [('0', 1), ('1', 2)]
     """
-    return partitions(hub, consumer_group, store, **options).pipe(ops.merge_all())
+    streams = partitions(hub, consumer_group, store, **options)
+    if pipeline is None:
+        return streams.pipe(ops.merge_all())
+    if not callable(pipeline):
+        raise ConfigurationError(f"pipeline must be a function of a partition stream, got {type(pipeline).__name__}")
+    def each(stream: PartitionStream) -> Observable[EventBatch]:
+        return isolated(stream, pipeline)
+
+    return streams.pipe(ops.map(each), ops.merge_all())
+
+
+def isolated(stream: PartitionStream, pipeline: PartitionPipeline) -> Observable[EventBatch]:
+    """``pipeline(stream)``, with an error stopping only this partition (it completes instead)."""
+
+    def failed(error: Exception, _: Observable[EventBatch]) -> Observable[EventBatch]:
+        stream.session.fail("process", error)
+        return reactivex.empty()
+
+    try:
+        piped = pipeline(stream)
+    except Exception as exc:
+        return failed(exc, reactivex.empty())
+    return piped.pipe(ops.catch(failed))

@@ -37,7 +37,8 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 
-from rxhubs._models import CloseReason, Ownership, OwnershipSession, PartitionContext
+from rxhubs._batch import OwnershipSession
+from rxhubs._models import CloseReason, Ownership, PartitionContext
 
 __all__ = ["Flusher", "PartitionSession", "SessionState"]
 
@@ -45,6 +46,8 @@ log = logging.getLogger("rxhubs.balancing")
 
 #: Called with the session; returns an Observable that completes once its pending checkpoint is written.
 Flusher = Callable[[OwnershipSession], Observable[Any]]
+#: Called with the session, the failed operation and the error.
+ErrorSink = Callable[["PartitionSession", str, Exception], None]
 
 
 class SessionState(enum.Enum):
@@ -78,7 +81,7 @@ class PartitionSession:
         False
     """
 
-    __slots__ = ("_flushers", "close_reason", "context", "record", "renewed_at", "state")
+    __slots__ = ("_failer", "_flushers", "_reporter", "close_reason", "context", "record", "renewed_at", "state")
 
     def __init__(self, context: PartitionContext, record: Ownership | None = None, renewed_at: float = 0.0) -> None:
         self.context = context
@@ -89,6 +92,8 @@ class PartitionSession:
         self.state = SessionState.CLAIMED
         self.close_reason: CloseReason | None = None
         self._flushers: dict[object, Flusher] = {}
+        self._reporter: ErrorSink | None = None
+        self._failer: ErrorSink | None = None
 
     @property
     def partition_id(self) -> str:
@@ -129,6 +134,28 @@ class PartitionSession:
         if self.owned:
             self.state = SessionState.LOST
         self._flushers.clear()
+
+    # -- errors (operators report them; the consumer decides) -------------------------------------------------
+    def bind(self, report: ErrorSink, fail: ErrorSink) -> None:
+        """Where :meth:`report` and :meth:`fail` go (the consumer that reads the partition)."""
+        self._reporter, self._failer = report, fail
+
+    def report(self, operation: str, error: Exception) -> None:
+        """Tell the partition's error hook about ``error``; the partition goes on."""
+        if self._reporter is not None:
+            self._reporter(self, operation, error)
+        else:
+            log.warning("partition %s: %s failed: %r", self.partition_id, operation, error)
+
+    def fail(self, operation: str, error: Exception) -> None:
+        """Stop this partition because of ``error``: the stream ends, checkpoints flush, the record is released.
+
+        The partition is read again from its checkpoint after a backoff (by this consumer or another).
+        """
+        if self._failer is not None and self.owned:
+            self._failer(self, operation, error)
+        else:
+            self.report(operation, error)
 
     # -- flushers (the checkpoint operator's) ----------------------------------------------------------------
     def register(self, key: object, flusher: Flusher) -> None:

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 
 from reactivex import abc
 
-from rxhubs._models import CloseReason, PartitionContext, Position
+from rxhubs._models import CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources import ReadSettings
@@ -23,9 +23,12 @@ __all__ = ["ConsumerOptions", "ConsumerSettings", "Hooks", "StartOption", "defau
 #: A position for every partition, or one per partition id (partitions left out use the default).
 StartOption = Position | Mapping[str, Position] | None
 
+#: ``on_partition_initialize(context)``; may be ``async``: the partition is read once it returned.
 InitializeHook = Callable[[PartitionContext], Any]
+#: ``on_partition_close(context, reason)``; may be ``async``: the partition is released once it returned.
 CloseHook = Callable[[PartitionContext, CloseReason], Any]
-ErrorHook = Callable[[PartitionContext, Exception], Any]
+#: ``on_partition_error(context, error)``; ``context`` is an :class:`~rxhubs.ErrorContext` naming the operation.
+ErrorHook = Callable[[ErrorContext, Exception], Any]
 
 _OWNER_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -71,6 +74,9 @@ class ConsumerSettings:
         prefetch: Events the transport may buffer ahead.
         max_inflight: Most unacknowledged batches per partition.
         owner_level: Owner level (epoch) of the receivers; None for non-exclusive receivers.
+        emit_empty: Emit an empty batch when ``max_wait`` passes without events (for time-driven pipelines).
+        track_last_enqueued_event_properties: Batches carry the partition's newest event (for lag); None keeps
+            the hub's setting.
 
     Example:
         >>> settings = ConsumerSettings(owner_id="a", load_balancing_interval=2.0, ownership_expiration=6.0)
@@ -93,6 +99,8 @@ class ConsumerSettings:
     prefetch: int = DEFAULT_READ.prefetch
     max_inflight: int = DEFAULT_READ.max_inflight
     owner_level: int | None = 0
+    emit_empty: bool = False
+    track_last_enqueued_event_properties: bool | None = None
     balancing: BalancingSettings = field(init=False, repr=False, compare=False)
     reading: ReadSettings = field(init=False, repr=False, compare=False)
 
@@ -102,7 +110,15 @@ class ConsumerSettings:
             raise ConfigurationError(f"owner_id must be a non-empty str without '/', got {owner_id!r}")
         _check_start("default_start", self.default_start)
         _check_start("start", self.start)
-        reading = ReadSettings(self.max_batch_size, self.max_wait, self.max_inflight, self.prefetch, self.owner_level)
+        reading = ReadSettings(
+            self.max_batch_size,
+            self.max_wait,
+            self.max_inflight,
+            self.prefetch,
+            self.owner_level,
+            self.emit_empty,
+            self.track_last_enqueued_event_properties,
+        )
         balancing = BalancingSettings(self.load_balancing_interval, self.ownership_expiration, self.strategy)
         object.__setattr__(self, "reading", reading)
         object.__setattr__(self, "balancing", balancing)
@@ -122,6 +138,8 @@ class ConsumerOptions(TypedDict, total=False):
     prefetch: int
     max_inflight: int
     owner_level: int | None
+    emit_empty: bool
+    track_last_enqueued_event_properties: bool | None
     scheduler: abc.SchedulerBase | None
     on_partition_initialize: InitializeHook | None
     on_partition_close: CloseHook | None

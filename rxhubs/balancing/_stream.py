@@ -16,7 +16,8 @@ from typing import Any
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxhubs._models import CloseReason, EventBatch, LastEnqueuedEventProperties, PartitionContext, Position, _Lease
+from rxhubs._batch import EventBatch, _Lease
+from rxhubs._models import CloseReason, LastEnqueuedEventProperties, PartitionContext, Position
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.errors import ConfigurationError, OwnershipLostError
 
@@ -151,7 +152,7 @@ class PartitionStream(Observable[EventBatch]):
                 self._finish()
 
         lease = _Lease(free)
-        wrapped = EventBatch(batch.context, batch.events, batch.last_enqueued, lease, self._session)
+        wrapped = EventBatch(batch.context, batch.events, batch.last_enqueued, lease, self._session, batch._origin)
         if batch.last_enqueued is not None:
             self.last_enqueued = batch.last_enqueued
         self._inflight += 1

@@ -22,7 +22,8 @@ from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.testing import TestScheduler
 
-from rxhubs._models import Checkpoint, EventBatch
+from rxhubs._batch import EventBatch
+from rxhubs._models import Checkpoint
 from rxhubs.balancing import consume
 from rxhubs.bench._report import figure
 from rxhubs.operators import checkpoint

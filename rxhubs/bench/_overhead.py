@@ -23,7 +23,8 @@ from typing import Any
 from reactivex import operators as ops
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from rxhubs._models import Event, EventBatch
+from rxhubs._batch import EventBatch
+from rxhubs._models import Event
 from rxhubs.bench._report import figure
 from rxhubs.sources import partition_batches
 from rxhubs.testing import InMemoryEventHub

@@ -25,7 +25,7 @@ from typing import Any
 import reactivex
 from reactivex import operators as ops
 
-from rxhubs._models import EventBatch
+from rxhubs._batch import EventBatch
 from rxhubs._run import run as run_pipeline
 from rxhubs._shutdown import Shutdown
 from rxhubs.bench._report import figure

@@ -89,7 +89,8 @@ def _sink(spark: Any, connection_string: str, root: Path, expected: int) -> floa
     import reactivex
     from reactivex import operators as ops
 
-    from rxhubs._models import EventBatch, Position
+    from rxhubs._batch import EventBatch
+    from rxhubs._models import Position
     from rxhubs._run import arun
     from rxhubs._shutdown import Shutdown
     from rxhubs.sources import partition_batches

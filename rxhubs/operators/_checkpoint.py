@@ -13,10 +13,12 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from rxhubs._models import Checkpoint, EventBatch, OwnershipSession, PartitionContext
+from rxhubs._batch import EventBatch, OwnershipSession
+from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
 from rxhubs._rx import from_coroutine
 from rxhubs.errors import ConfigurationError, StoreError
+from rxhubs.operators._prefix import ContiguousPrefix
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
 
 __all__ = ["checkpoint"]
@@ -35,6 +37,7 @@ class _Partition:
 
     context: PartitionContext
     session: OwnershipSession | None = None
+    prefix: ContiguousPrefix = field(default_factory=ContiguousPrefix)
     pending: Checkpoint | None = None
     watermark: int = -1
     in_flight: Checkpoint | None = None
@@ -62,8 +65,11 @@ class _Checkpointer:
         max_interval: float | None,
         every: int | None,
         retry: Backoff,
+        position: Callable[[EventBatch], Event | None] | None = None,
     ) -> None:
         self.observer = observer
+        self.position = position
+        self.warned_reorder = False
         self.store = store
         self.scheduler = scheduler
         self.max_interval = max_interval
@@ -80,12 +86,10 @@ class _Checkpointer:
     def on_next(self, batch: EventBatch) -> None:
         if self.failed:
             return
-        last = batch.last_event
-        if last is not None:
-            self._remember(batch, last.sequence_number)
+        self._remember(batch)
         self.observer.on_next(batch)
 
-    def _remember(self, batch: EventBatch, sequence_number: int) -> None:
+    def _remember(self, batch: EventBatch) -> None:
         session = batch._session
         if not is_owned(session):
             return  # the partition moved on: what this consumer did with it is not recorded
@@ -94,14 +98,26 @@ class _Checkpointer:
             state = self.partitions[batch.context] = _Partition(batch.context)
         if session is not state.session:
             # a new period of ownership: it started from the stored checkpoint, so positions start afresh
-            state.session, state.watermark, state.pending = session, -1, None
+            state.session, state.watermark, state.pending, state.prefix = session, -1, None, ContiguousPrefix()
             if session is not None:
                 session.register(self, self._flusher)
-        if sequence_number <= state.watermark:
-            return  # never regress (batches reordered upstream)
-        last = batch.last_event
-        assert last is not None
-        state.watermark = sequence_number
+        origin = batch._origin
+        position = self.position(batch) if self.position is not None else None
+        if origin is None:  # a batch made by hand: its own last event, never going back
+            last = position or batch.last_event
+        else:
+            last, reordered = state.prefix.advance(origin, position or origin.last)
+            if reordered and not self.warned_reorder:
+                self.warned_reorder = True
+                log.warning(
+                    "checkpoint: batches of partition %s arrive out of order (the pipeline reorders them, e.g. a"
+                    " flat_map over async work); only the contiguous prefix is checkpointed. Use hops.process"
+                    " to keep the order.",
+                    batch.partition_id,
+                )
+        if last is None or last.sequence_number <= state.watermark:
+            return  # nothing to record, or it would go back
+        state.watermark = last.sequence_number
         state.pending = Checkpoint.of(batch.context, last)
         state.batches += 1
         self._maybe_write(state)
@@ -201,6 +217,8 @@ class _Checkpointer:
                     state.attempt,
                     delay,
                 )
+                if session is not None:
+                    session.report("checkpoint", error)
 
                 def again(*_: Any) -> None:
                     if state.in_flight is None and state.pending is not None and is_owned(state.session):
@@ -238,6 +256,12 @@ class _Checkpointer:
         waiters, state.waiters = state.waiters, []
         for wake in waiters:
             wake()
+        session = state.session
+        if session is not None and session.owned and not self.completing:
+            # only this partition stops: it is released and read again from the last checkpoint written
+            log.error("%s: stopping the partition", message)
+            session.fail("checkpoint", failure)
+            return
         if self.failed:
             log.warning("%s", message)
             return
@@ -282,8 +306,14 @@ def checkpoint(
 ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """Checkpoint, per partition, the last event that passed through; batches go on unchanged.
 
-    Put it after the work that must succeed first (a Spark write): what reached it is done, so resuming after
-    its checkpoint is at-least-once end to end, with duplicates bounded by what passed since the last write.
+    Put it after the work that must succeed first (a Spark write, :func:`process`): what reached it is done, so
+    resuming after its checkpoint is at-least-once end to end, with duplicates bounded by what passed since the
+    last write.
+
+    **It never passes unfinished work.** A checkpoint covers a batch only once every earlier batch of the same
+    read has reached the operator too: if a pipeline reorders batches (a ``flat_map`` over async work), only
+    the contiguous prefix is checkpointed, and a warning says so once. A batch whose events were filtered
+    (:meth:`~rxhubs.EventBatch.with_events`) still counts with the last event it was read with.
 
     Per partition it remembers the newest event and writes at most one checkpoint per ``max_interval``
     seconds (the first at once, then the latest when the interval is up), or after ``every`` batches when
@@ -292,9 +322,11 @@ def checkpoint(
     expired: the batch's ownership session says so), and flushes the latest position when its source
     completes or errors, when :func:`rxhubs.partitions` hands a partition over or releases it at shutdown
     (before the release), and on a graceful stop. A failed write is retried with backoff, keeping the
-    position (a newer one replaces it); when retries run out the stream errors with
-    :class:`~rxhubs.errors.StoreError` naming the partition and sequence number, and the store keeps the
-    last checkpoint written: nothing after it counts as done.
+    position (a newer one replaces it), each failure reported to ``on_partition_error`` (operation
+    ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
+    counts as done) and a :class:`~rxhubs.errors.StoreError` naming the partition and sequence number stops
+    that partition only (it is released and read again from that checkpoint later); batches read without
+    balancing have no partition to stop, so the stream errors with it.
 
     Marble diagram (``max_interval=5``; ``a``..``d`` batches, whose last events are written)::
 
@@ -328,6 +360,23 @@ def checkpoint(
         ...     hub.fully_qualified_namespace, hub.eventhub_name, "$Default").run()]
         [('0', 2)]
     """
+    return checkpoint_with(store, max_interval=max_interval, every=every, retry=retry, scheduler=scheduler)
+
+
+def checkpoint_with(
+    store: StoreLike,
+    *,
+    max_interval: float | None = 5.0,
+    every: int | None = None,
+    retry: Backoff | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+    position: Callable[[EventBatch], Event | None] | None = None,
+) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
+    """:func:`checkpoint`, recording ``position(batch)`` instead of the batch's last event (the processor form).
+
+    Contiguity, coalescing, ownership and flushing are the same; a batch whose ``position`` is None counts as
+    done without moving the checkpoint.
+    """
     if max_interval is not None and (
         isinstance(max_interval, bool) or not isinstance(max_interval, int | float) or max_interval < 0
     ):
@@ -350,7 +399,7 @@ def checkpoint(
             except ConfigurationError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff)
+            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff, position)
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched
             )

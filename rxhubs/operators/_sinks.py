@@ -13,7 +13,8 @@ from typing import IO, Any
 from reactivex import Observable
 from reactivex import operators as ops
 
-from rxhubs._models import Event, EventBatch
+from rxhubs._batch import EventBatch
+from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError
 
 

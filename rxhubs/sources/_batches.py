@@ -21,7 +21,8 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxhubs._models import Event, EventBatch, Position, _Lease
+from rxhubs._batch import EventBatch, Origin, _Lease
+from rxhubs._models import Event, Position
 from rxhubs._retry import Backoff
 from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
@@ -48,9 +49,11 @@ def partition_batches(
     max_wait: float = DEFAULT_READ.max_wait,
     max_inflight: int = DEFAULT_READ.max_inflight,
     emit_empty: bool = False,
+    track_last_enqueued_event_properties: bool | None = None,
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
     on_closed: Callable[[PartitionReceiver], None] | None = None,
+    on_retry: Callable[[Exception], None] | None = None,
 ) -> Observable[EventBatch]:
     """An Observable of the batches of one partition, read from ``start``, in order, with backpressure.
 
@@ -77,9 +80,12 @@ def partition_batches(
         max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted).
         max_inflight: Most batches emitted but not yet acknowledged.
         emit_empty: Emit empty batches after ``max_wait`` with no events (heartbeats).
+        track_last_enqueued_event_properties: Batches carry the partition's newest event (``last_enqueued``);
+            None keeps the hub's setting.
         retry: Backoff for retriable errors (default :class:`Backoff()`).
         scheduler: Scheduler to run on (default: the one given at subscribe time).
         on_closed: Called with the receiver after it was closed.
+        on_retry: Called with every error that is retried (the stream goes on after a backoff).
 
     Returns:
         An Observable of :class:`~rxhubs.EventBatch`.
@@ -100,7 +106,9 @@ def partition_batches(
         >>> seen
         [[b'a', b'b'], [b'c']]
     """
-    settings = ReadSettings(max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty)
+    settings = ReadSettings(
+        max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty, track_last_enqueued_event_properties
+    )
     if not isinstance(partition_id, str) or not partition_id:
         raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
     if start is not None and not isinstance(start, Position):
@@ -112,18 +120,35 @@ def partition_batches(
         pump = _Pump(
             observer=observer,
             scheduler=scheduler or sched or reactivex.scheduler.CurrentThreadScheduler.singleton(),
-            open_receiver=lambda position: hub.receiver(
-                partition_id, consumer_group, start=position, owner_level=owner_level, prefetch=prefetch
-            ),
+            open_receiver=lambda position: _open(hub, partition_id, consumer_group, position, settings),
             start=start or Position.earliest(),
             settings=settings,
             retry=retry or Backoff(),
             on_closed=on_closed,
+            on_retry=on_retry,
         )
         pump.start()
         return Disposable(pump.dispose)
 
     return reactivex.create(subscribe)
+
+
+def _open(
+    hub: Hub, partition_id: str, consumer_group: str, start: Position, settings: ReadSettings
+) -> PartitionReceiver:
+    track = settings.track_last_enqueued_event_properties
+    if track is None:  # a hub written before the option existed keeps working
+        return hub.receiver(
+            partition_id, consumer_group, start=start, owner_level=settings.owner_level, prefetch=settings.prefetch
+        )
+    return hub.receiver(
+        partition_id,
+        consumer_group,
+        start=start,
+        owner_level=settings.owner_level,
+        prefetch=settings.prefetch,
+        track_last_enqueued_event_properties=track,
+    )
 
 
 class _Pump:
@@ -139,6 +164,7 @@ class _Pump:
         settings: ReadSettings,
         retry: Backoff,
         on_closed: Callable[[PartitionReceiver], None] | None,
+        on_retry: Callable[[Exception], None] | None = None,
     ) -> None:
         self.observer = observer
         self.scheduler = scheduler
@@ -150,9 +176,11 @@ class _Pump:
         self.emit_empty = settings.emit_empty
         self.retry = retry
         self.on_closed = on_closed
+        self.on_retry = on_retry
         self.receiver: PartitionReceiver | None = None
         self.last_sequence_number: int | None = None
         self.inflight = 0
+        self.index = 0  # the next batch's place in this read (its Origin)
         self.attempt = 0
         self.pulling = False
         self.pull: abc.DisposableBase | None = None
@@ -291,7 +319,10 @@ class _Pump:
         lease = _Lease(self.on_ack)
         if events:
             self.last_sequence_number = events[-1].sequence_number
-        batch = EventBatch(receiver.context, tuple(events), receiver.last_enqueued_event_properties, lease)
+        origin = Origin(self, self.index, events[-1] if events else None)
+        self.index += 1
+        context, last_enqueued = receiver.context, receiver.last_enqueued_event_properties
+        batch = EventBatch(context, tuple(events), last_enqueued, lease, None, origin)
         self.inflight += 1
         lease.hold()
         try:
@@ -319,6 +350,8 @@ class _Pump:
         self.attempt += 1
         if not self.stopping and self.retry.should_retry(error, self.attempt):
             delay = self.retry.delay(self.attempt)
+            if self.on_retry is not None:
+                self.on_retry(error)
             log.warning(
                 "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position()
             )

@@ -33,6 +33,8 @@ class ReadSettings:
         prefetch: Events the transport may buffer ahead.
         owner_level: Owner level (epoch) of the receiver, None for a non-exclusive one.
         emit_empty: Emit an empty batch when ``max_wait`` passes without events (a heartbeat).
+        track_last_enqueued_event_properties: Batches carry the partition's newest event (for lag); None keeps
+            the hub's setting.
 
     Example:
         >>> ReadSettings(max_batch_size=100).max_inflight
@@ -51,6 +53,7 @@ class ReadSettings:
     prefetch: int = 1000
     owner_level: int | None = None
     emit_empty: bool = False
+    track_last_enqueued_event_properties: bool | None = None
 
     def __post_init__(self) -> None:
         _positive_int("max_batch_size", self.max_batch_size)
@@ -62,6 +65,9 @@ class ReadSettings:
             raise ConfigurationError(f"owner_level must be an int >= 0 or None, got {level!r}")
         if not isinstance(self.emit_empty, bool):
             raise ConfigurationError(f"emit_empty must be a bool, got {self.emit_empty!r}")
+        track = self.track_last_enqueued_event_properties
+        if track is not None and not isinstance(track, bool):
+            raise ConfigurationError(f"track_last_enqueued_event_properties must be a bool or None, got {track!r}")
 
 
 #: The defaults, as a value (the signatures of ``partition_batches``, ``partitions`` and ``consume`` use it).

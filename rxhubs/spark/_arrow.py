@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rxhubs._models import Event, EventBatch
+from rxhubs._batch import EventBatch
+from rxhubs._models import Event
 from rxhubs.spark._schema import PUBLISHER_PROPERTY, arrow_schema, key_to_str, property_to_str
 
 __all__ = ["to_arrow", "to_dataframe"]

@@ -37,7 +37,8 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from rxhubs._models import Ack, EventBatch, PartitionContext
+from rxhubs._batch import Ack, EventBatch
+from rxhubs._models import PartitionContext
 from rxhubs.errors import ConfigurationError, RxHubsError, SinkError
 
 __all__ = ["write"]

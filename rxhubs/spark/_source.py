@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows
 
-from rxhubs._models import EventBatch, PartitionContext, PartitionProperties, Position
+from rxhubs._batch import EventBatch
+from rxhubs._models import PartitionContext, PartitionProperties, Position
 from rxhubs.errors import ConfigurationError, RxHubsError
 from rxhubs.spark._arrow import to_arrow
 from rxhubs.spark._schema import SCHEMA

@@ -1,5 +1,9 @@
 """Test doubles and helpers: the in-memory hub, and (with the marble kit) virtual-time pipeline tests.
 
+Work that a pipeline awaits (``hops.process`` with an ``async def``, a store of your own) runs in virtual time
+when it waits with :func:`sleep`, :class:`Signal` and :func:`now` from here instead of asyncio's own: under
+``rxhubs.run`` they are asyncio's, under a ``TestScheduler`` they count in its clock.
+
 Example:
     >>> from rxhubs.testing import InMemoryEventHub
     >>> hub = InMemoryEventHub(partition_count=2)
@@ -9,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from rxhubs._rx import Signal, never, now, sleep
 from rxhubs.testing._marbles import MarbleSink, MarbleTest, Peer, marble_test, symbols, to_symbols
 from rxhubs.testing._memory_hub import InMemoryEventHub, InMemoryReceiver
 
@@ -18,7 +23,11 @@ __all__ = [
     "MarbleSink",
     "MarbleTest",
     "Peer",
+    "Signal",
     "marble_test",
+    "never",
+    "now",
+    "sleep",
     "symbols",
     "to_symbols",
 ]

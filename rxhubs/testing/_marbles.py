@@ -43,7 +43,8 @@ from reactivex.observable.marbles import parse
 from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.recorded import Recorded
 
-from rxhubs._models import Checkpoint, EventBatch, Ownership
+from rxhubs._batch import EventBatch
+from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import never
 from rxhubs.errors import SinkError, TransportError
 from rxhubs.stores._contract import CheckpointStore

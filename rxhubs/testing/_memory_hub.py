@@ -273,6 +273,7 @@ class InMemoryEventHub:
         start: Position | None = None,
         owner_level: int | None = None,
         prefetch: int = 300,
+        track_last_enqueued_event_properties: bool | None = None,
     ) -> InMemoryReceiver:
         """A receiver of one partition; it attaches on its first pull.
 
@@ -289,7 +290,8 @@ class InMemoryEventHub:
         if consumer_group not in self._consumer_groups:
             raise NotFoundError(f"consumer group {consumer_group!r} not found in event hub {self._name!r}")
         context = PartitionContext(self._namespace, self._name, consumer_group, partition_id)
-        return InMemoryReceiver(self, partition, context, start, owner_level)
+        track = track_last_enqueued_event_properties is not False
+        return InMemoryReceiver(self, partition, context, start, owner_level, track)
 
     async def close(self) -> None:
         """Nothing to release; present for the hub protocol."""
@@ -314,8 +316,10 @@ class InMemoryReceiver(ReceiverBase):
         context: PartitionContext,
         start: Position,
         owner_level: int | None,
+        track_last_enqueued_event_properties: bool = True,
     ) -> None:
         super().__init__(context, start, owner_level)
+        self._track = track_last_enqueued_event_properties
         self._hub = hub
         self._partition = partition
         self._index: int | None = None  # next event to hand out, once attached
@@ -370,7 +374,8 @@ class InMemoryReceiver(ReceiverBase):
         if events:
             self._index = index + len(events)
             self._advance(events[-1])
-        self._last_enqueued = self._partition.last_enqueued(self._hub.clock)
+        if self._track:
+            self._last_enqueued = self._partition.last_enqueued(self._hub.clock)
         return events
 
     async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:

@@ -137,8 +137,13 @@ class Hub(Protocol):
         start: Position | None = None,
         owner_level: int | None = None,
         prefetch: int = 300,
+        track_last_enqueued_event_properties: bool | None = None,
     ) -> PartitionReceiver:
-        """A receiver for one partition; it opens on first use and must be closed (``async with``)."""
+        """A receiver for one partition; it opens on first use and must be closed (``async with``).
+
+        ``track_last_enqueued_event_properties``: report the partition's newest event with each batch (for lag);
+        None keeps the hub's own setting.
+        """
         ...
 
     async def close(self) -> None:

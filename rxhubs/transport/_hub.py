@@ -326,6 +326,7 @@ class EventHub:
         start: Position | None = None,
         owner_level: int | None = None,
         prefetch: int = 300,
+        track_last_enqueued_event_properties: bool | None = None,
     ) -> AzurePartitionReceiver:
         """A pull receiver for one partition; it attaches on the first pull and must be closed.
 
@@ -338,6 +339,8 @@ class EventHub:
                 partition and this one raises :class:`~rxhubs.errors.OwnershipLostError`.
             prefetch: Events the SDK asks the service for ahead of time (the AMQP link credit). Also the SDK
                 batch size; the receiver buffers fewer than ``2 x prefetch`` converted events.
+            track_last_enqueued_event_properties: Report the partition's newest event with each batch (None:
+                the hub's setting, see the class documentation).
 
         Raises:
             ConfigurationError: Bad arguments (wrong types, a start that is not a :class:`~rxhubs.Position`).
@@ -358,7 +361,10 @@ class EventHub:
         if self._closed:
             raise ReceiverClosedError(f"{self!r} is closed")
         context = PartitionContext(self._namespace, self._eventhub_name, consumer_group, partition_id)
-        receiver = AzurePartitionReceiver(self, context, position, owner_level, prefetch)
+        track = self._track_last_enqueued if track_last_enqueued_event_properties is None else bool(
+            track_last_enqueued_event_properties
+        )
+        receiver = AzurePartitionReceiver(self, context, position, owner_level, prefetch, track)
         self._receivers.add(receiver)
         return receiver
 

@@ -53,7 +53,6 @@ class ReceiverHost(Protocol):
     """What a receiver needs from the hub that made it (:class:`~rxhubs.EventHub`)."""
 
     _secrets: tuple[str, ...]
-    _track_last_enqueued: bool
 
     async def _check_partition(self, partition_id: str) -> None: ...
 
@@ -116,9 +115,16 @@ class AzurePartitionReceiver(ReceiverBase):
     """
 
     def __init__(
-        self, hub: ReceiverHost, context: PartitionContext, start: Position, owner_level: int | None, prefetch: int
+        self,
+        hub: ReceiverHost,
+        context: PartitionContext,
+        start: Position,
+        owner_level: int | None,
+        prefetch: int,
+        track_last_enqueued_event_properties: bool = True,
     ) -> None:
         super().__init__(context, start, owner_level)
+        self._track = track_last_enqueued_event_properties
         self._hub = hub
         self._start = start
         self._prefetch = prefetch
@@ -228,7 +234,7 @@ class AzurePartitionReceiver(ReceiverBase):
                 max_wait_time=None,
                 prefetch=self._prefetch,
                 owner_level=self._owner_level,
-                track_last_enqueued_event_properties=self._hub._track_last_enqueued,
+                track_last_enqueued_event_properties=self._track,
                 on_error=self._on_error,
                 on_partition_close=self._on_partition_close,
             )

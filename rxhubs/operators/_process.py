@@ -1,0 +1,376 @@
+"""``hops.process``: work per batch, sync or async, in order per partition, failures kept to their partition."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
+
+from rxhubs._batch import Ack, EventBatch
+from rxhubs._retry import Backoff
+from rxhubs._rx import from_coroutine, to_thread
+from rxhubs.errors import ConfigurationError
+
+__all__ = ["Work", "process"]
+
+log = logging.getLogger("rxhubs.operators")
+
+#: Work per batch: ``fn(batch)``, a plain function (run in a worker thread) or a coroutine function.
+Work = Callable[[EventBatch], Any]
+#: Called with a batch that kept failing and the last error, before the batch moves on (a dead-letter sink).
+PoisonHandler = Callable[[EventBatch, Exception], Any]
+
+
+async def _run(fn: Callable[[EventBatch], Any], batch: EventBatch, blocking: bool) -> None:
+    if inspect.iscoroutinefunction(fn):
+        await fn(batch)
+        return
+    result = await to_thread(fn, batch) if blocking else fn(batch)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def _run_poison(handler: PoisonHandler, batch: EventBatch, error: Exception) -> None:
+    result = handler(batch, error)
+    if inspect.isawaitable(result):
+        await result
+
+
+@dataclass(eq=False, slots=True)
+class _Entry:
+    """One batch in a lane: held until it is emitted (or dropped with its failed partition)."""
+
+    batch: EventBatch
+    ack: Ack
+    attempts: int = 0
+    running: bool = False
+    done: bool = False
+    task: abc.DisposableBase | None = None
+    timer: abc.DisposableBase | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Lane:
+    """The batches of one read of one partition, in arrival order."""
+
+    entries: deque[_Entry]
+    running: int = 0
+    failed: bool = False
+
+
+class _Processor:
+    """One subscription of the operator."""
+
+    def __init__(
+        self,
+        observer: abc.ObserverBase[EventBatch],
+        scheduler: abc.SchedulerBase,
+        fn: Work,
+        concurrency: int,
+        retry: Backoff,
+        on_poison: PoisonHandler | None,
+        blocking: bool,
+    ) -> None:
+        self.observer = observer
+        self.scheduler = scheduler
+        self.fn = fn
+        self.concurrency = concurrency
+        self.retry = retry
+        self.on_poison = on_poison
+        self.blocking = blocking
+        self.lanes: dict[object, _Lane] = {}
+        self.upstream = SingleAssignmentDisposable()
+        self.completed = False
+        self.terminated = False
+
+    # -- upstream ------------------------------------------------------------------------------------------
+    def on_next(self, batch: EventBatch) -> None:
+        if self.terminated:
+            return
+        key = batch._origin.read if batch._origin is not None else batch.context
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = self.lanes[key] = _Lane(deque())
+        entry = _Entry(batch, batch.hold())
+        if lane.failed:
+            entry.ack()  # its partition failed: the batch is dropped, it will be read again
+            return
+        lane.entries.append(entry)
+        self._start(lane)
+
+    def on_error(self, error: Exception) -> None:
+        if self.terminated:
+            return
+        self._terminate()
+        self.observer.on_error(error)
+
+    def on_completed(self) -> None:
+        self.completed = True
+        self._maybe_complete()
+
+    def dispose(self) -> None:
+        self.upstream.dispose()
+        self._terminate()
+
+    # -- the work ------------------------------------------------------------------------------------------
+    def _start(self, lane: _Lane) -> None:
+        for entry in list(lane.entries):  # work that completes at once emits (and pops) while this runs
+            if lane.running >= self.concurrency or lane.failed or self.terminated:
+                return
+            if entry.running or entry.done or entry.timer is not None:
+                continue
+            self._attempt(lane, entry)
+
+    def _attempt(self, lane: _Lane, entry: _Entry) -> None:
+        entry.running = True
+        entry.attempts += 1
+        lane.running += 1
+        fn, batch = self.fn, entry.batch
+        entry.task = from_coroutine(lambda: _run(fn, batch, self.blocking)).subscribe(
+            on_completed=lambda: self._succeeded(lane, entry),
+            on_error=lambda error: self._failed(lane, entry, error),
+            scheduler=self.scheduler,
+        )
+
+    def _succeeded(self, lane: _Lane, entry: _Entry) -> None:
+        if not entry.running:
+            return
+        entry.running, entry.done, entry.task = False, True, None
+        lane.running -= 1
+        self._emit_ready(lane)
+        self._start(lane)
+
+    def _failed(self, lane: _Lane, entry: _Entry, error: Exception) -> None:
+        if not entry.running:
+            return
+        entry.running, entry.task = False, None
+        lane.running -= 1
+        if self.terminated or lane.failed:
+            return
+        batch = entry.batch
+        if self.retry.should_retry(error, entry.attempts):
+            delay = self.retry.delay(entry.attempts)
+            log.warning(
+                "partition %s: processing batch %s failed (%r); retry %d in %.1f s",
+                batch.partition_id,
+                _span(batch),
+                error,
+                entry.attempts,
+                delay,
+            )
+            if batch._session is not None:
+                batch._session.report("process", error)
+
+            def again(*_: Any) -> None:
+                entry.timer = None
+                if not (self.terminated or lane.failed):
+                    self._attempt(lane, entry)
+
+            entry.timer = self.scheduler.schedule_relative(delay, again)
+            self._start(lane)
+            return
+        if self.on_poison is not None:
+            self._dead_letter(lane, entry, error)
+        else:
+            self._fail(lane, entry, error)
+
+    def _dead_letter(self, lane: _Lane, entry: _Entry, error: Exception) -> None:
+        """Hand a poison batch to ``on_poison``; once it returned, the batch moves on (and may be checkpointed)."""
+        handler, batch = self.on_poison, entry.batch
+        assert handler is not None
+        log.error(
+            "partition %s: batch %s failed %d times (%r): handed to on_poison",
+            batch.partition_id,
+            _span(batch),
+            entry.attempts,
+            error,
+        )
+        entry.running = True
+        lane.running += 1
+
+        def moved_on() -> None:
+            self._succeeded(lane, entry)
+
+        def not_taken(poison_error: Exception) -> None:
+            entry.running, entry.task = False, None
+            lane.running -= 1
+            log.error("partition %s: on_poison failed (%r)", batch.partition_id, poison_error)
+            self._fail(lane, entry, poison_error)
+
+        entry.task = from_coroutine(lambda: _run_poison(handler, batch, error)).subscribe(
+            on_completed=moved_on, on_error=not_taken, scheduler=self.scheduler
+        )
+
+    def _fail(self, lane: _Lane, entry: _Entry, error: Exception) -> None:
+        """The batch cannot be processed: stop its partition (or, without balancing, the stream)."""
+        batch = entry.batch
+        log.error(
+            "partition %s: processing batch %s failed %d times (%r): stopping the partition",
+            batch.partition_id,
+            _span(batch),
+            entry.attempts,
+            error,
+        )
+        lane.failed = True
+        for other in lane.entries:
+            for handle in (other.task, other.timer):
+                if handle is not None:
+                    handle.dispose()
+            other.ack()
+        lane.running = 0
+        lane.entries.clear()
+        session = batch._session
+        if session is not None:
+            session.fail("process", error)
+            self._maybe_complete()
+            return
+        self._terminate()
+        self.observer.on_error(error)
+
+    def _emit_ready(self, lane: _Lane) -> None:
+        entries = lane.entries
+        while entries and entries[0].done and not self.terminated:
+            entry = entries.popleft()
+            try:
+                self.observer.on_next(entry.batch)
+            finally:
+                entry.ack()
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.completed and not self.terminated and all(not lane.entries for lane in self.lanes.values()):
+            self.terminated = True
+            self.observer.on_completed()
+
+    def _terminate(self) -> None:
+        self.terminated = True
+        for lane in self.lanes.values():
+            for entry in lane.entries:
+                for handle in (entry.task, entry.timer):
+                    if handle is not None:
+                        handle.dispose()
+            lane.entries.clear()
+
+
+def _span(batch: EventBatch) -> str:
+    first, last = batch.first_sequence_number, batch.last_sequence_number
+    return "(empty)" if first is None else f"{first}..{last}"
+
+
+def process(
+    fn: Work,
+    *,
+    concurrency: int = 1,
+    retry: Backoff | None = None,
+    on_poison: PoisonHandler | None = None,
+    blocking: bool = True,
+    scheduler: abc.SchedulerBase | None = None,
+) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
+    """Run ``fn(batch)`` for every batch; pass each batch on once its work is done, in order per partition.
+
+    ``fn`` may be a coroutine function (awaited on the pipeline's loop) or a plain function (run in a worker
+    thread, so a blocking call does not stall the other partitions; ``blocking=False`` runs it inline).
+    Its return value is ignored: the batch itself flows on, so :func:`checkpoint` and
+    :func:`rxhubs.spark.write` can follow. Under a virtual-time scheduler everything runs inline, in order.
+
+    **Order and concurrency.** Batches of one partition are emitted strictly in the order they arrived, each
+    only after its ``fn`` completed; with ``concurrency > 1`` up to that many batches of one partition run at
+    once and are still emitted in order. Partitions run independently. Each batch is held until emitted, so
+    the source's ``max_inflight`` bounds memory (use ``max_inflight >= concurrency`` to keep every slot busy).
+
+    **Failures stay in their partition.** A failed ``fn`` is retried on the same batch with ``retry``
+    (default: 3 retries, 0.2 s doubling), each failure reported to ``on_partition_error`` with the operation
+    ``"process"``; later batches of that partition wait, the other partitions go on. When retries run out the
+    batch is *poison*:
+
+    * with ``on_poison``: ``on_poison(batch, error)`` is called (sync or async: a dead-letter sink) and, once
+      it returned, the batch moves on as if processed, so a checkpoint may pass it;
+    * without: the partition is stopped and released (its batches in flight are dropped, nothing after its
+      last checkpoint is recorded), and it is read again from its checkpoint after a backoff, here or by
+      another consumer. Batches read without balancing (:func:`rxhubs.partition_batches`) have no partition
+      to stop: the stream errors instead.
+
+    ``retry=Backoff(max_retries=None)`` retries for ever (the partition waits until the cause is fixed).
+
+    Marble diagram (``concurrency=2``; ``a``..``c`` batches of one partition; ``b``'s work is the quickest)::
+
+        batches:   -a-b-c------|
+        fn done:   ----b-a--c--
+        process:   ------(ab)-c|     (b waits for a: order is kept)
+
+    Args:
+        fn: The work, ``fn(batch)``.
+        concurrency: Most batches of one partition in ``fn`` at once.
+        retry: How often and how long to retry a failed ``fn`` before the batch counts as poison.
+        on_poison: Called with a poison batch and its last error; then the batch moves on.
+        blocking: Run a plain (not ``async``) ``fn`` in a worker thread (default) or inline.
+        scheduler: Scheduler for timers and work (default: the one given at subscribe time).
+
+    Returns:
+        An operator ``Observable[EventBatch] -> Observable[EventBatch]``.
+
+    Raises:
+        ConfigurationError: At call time, for invalid options.
+
+    Example:
+        >>> import rxhubs
+        >>> from rxhubs import operators as hops
+        >>> from reactivex.testing import TestScheduler
+        >>> hub = rxhubs.testing.InMemoryEventHub(partition_count=2)
+        >>> _ = hub.send([b"a", b"b"], partition_id="0"), hub.send([b"c"], partition_id="1")
+        >>> async def enrich(batch):
+        ...     await rxhubs.testing.sleep(1.0)   # an async call, in virtual time here
+        >>> store, scheduler, done = rxhubs.stores.InMemoryCheckpointStore(), TestScheduler(), []
+        >>> _ = rxhubs.consume(hub, "$Default", store).pipe(
+        ...     hops.process(enrich, concurrency=4), hops.checkpoint(store)
+        ... ).subscribe(lambda b: done.append((b.partition_id, len(b), scheduler.clock)), scheduler=scheduler)
+        >>> scheduler.advance_to(2.0)
+        >>> sorted(done)
+        [('0', 2, 1.0), ('1', 1, 1.0)]
+    """
+    if not callable(fn):
+        raise ConfigurationError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    if retry is not None and not isinstance(retry, Backoff):
+        raise ConfigurationError(f"retry must be an rxhubs.Backoff, got {type(retry).__name__}")
+    if on_poison is not None and not callable(on_poison):
+        raise ConfigurationError(f"on_poison must be callable, got {type(on_poison).__name__}")
+    backoff = retry or Backoff(max_retries=3)
+
+    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
+        def subscribe(
+            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            resolved = scheduler or sched
+            if resolved is None:
+                try:
+                    from reactivex.scheduler.eventloop import AsyncIOScheduler
+
+                    resolved = AsyncIOScheduler(asyncio.get_running_loop())
+                except RuntimeError:
+                    observer.on_error(
+                        ConfigurationError(
+                            "process() runs on a scheduler: drive the pipeline with rxhubs.run()/arun(), or"
+                            " subscribe with scheduler=..."
+                        )
+                    )
+                    return Disposable()
+            state = _Processor(observer, resolved, fn, concurrency, backoff, on_poison, blocking)
+            state.upstream.disposable = source.subscribe(
+                state.on_next, state.on_error, state.on_completed, scheduler=sched
+            )
+            return Disposable(state.dispose)
+
+        return reactivex.create(subscribe)
+
+    return operator
+
