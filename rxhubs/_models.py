@@ -266,11 +266,21 @@ class Position:
         return cls("enqueued_time", enqueued_time, inclusive)
 
     @classmethod
-    def coerce(cls, value: object) -> Position:
-        """Accept a Position, or the SDK's forms: "-1"/"@latest", an int sequence number, a datetime.
+    def coerce(cls, value: object, *, inclusive: bool = False) -> Position:
+        """Accept a Position, or the forms azure-eventhub's ``starting_position`` takes.
+
+        ``"-1"`` is the earliest event, ``"@latest"`` the end of the partition, an int a sequence number, a
+        datetime an enqueued time, any other string of digits an offset; ``inclusive`` is the SDK's
+        ``starting_position_inclusive`` (for the last three).
 
         Raises:
             ConfigurationError: For anything else.
+
+        Example:
+            >>> Position.coerce(41, inclusive=True)
+            Position(kind='sequence_number', value=41, inclusive=True)
+            >>> Position.coerce("@latest").kind, Position.coerce("-1").kind, Position.coerce("8192").kind
+            ('latest', 'earliest', 'offset')
         """
         if isinstance(value, Position):
             return value
@@ -279,9 +289,11 @@ class Position:
         if value == "@latest" or value == "latest":
             return cls.latest()
         if isinstance(value, int) and not isinstance(value, bool):
-            return cls.from_sequence_number(value)
+            return cls.from_sequence_number(value, inclusive=inclusive)
         if isinstance(value, _dt.datetime):
-            return cls.from_enqueued_time(value)
+            return cls.from_enqueued_time(value, inclusive=inclusive)
+        if isinstance(value, str) and value.isdigit():
+            return cls.from_offset(value, inclusive=inclusive)
         raise ConfigurationError(f"not a position: {value!r} (use rxhubs.Position.earliest(), ...)")
 
 

@@ -272,11 +272,11 @@ class Consumer:
         ).subscribe(on_completed=release, scheduler=self.scheduler)
 
     def _start_for(self, partition_id: str, checkpoint: Checkpoint | None) -> Position:
-        explicit = pick(self.settings.start, partition_id)
+        explicit = pick(self.settings.start_positions, partition_id)
         if explicit is not None:
             baseline = self.loop.baseline_checkpoints or {}
             if checkpoint is None or baseline.get(partition_id) == checkpoint:
                 return explicit
         if checkpoint is not None:
             return checkpoint.position()
-        return pick(self.settings.default_start, partition_id) or Position.earliest()
+        return pick(self.settings.default_positions, partition_id) or Position.earliest()

@@ -16,7 +16,7 @@ Lifecycle of one partition stream (the session's states in brackets; see :mod:`r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Unpack
 
 import reactivex
@@ -36,7 +36,7 @@ from rxhubs.balancing._settings import (
     ErrorHook,
     Hooks,
     InitializeHook,
-    StartOption,
+    StartInput,
     default_owner_id,
 )
 from rxhubs.balancing._stream import PartitionStream
@@ -73,8 +73,9 @@ def partitions(
     strategy: Strategy = "greedy",
     load_balancing_interval: float = DEFAULT_INTERVAL,
     ownership_expiration: float = DEFAULT_EXPIRATION,
-    default_start: StartOption = Position.earliest(),  # noqa: B008 - an immutable value
-    start: StartOption = None,
+    default_start: StartInput = Position.earliest(),  # noqa: B008 - an immutable value
+    start: StartInput = None,
+    start_inclusive: bool | Mapping[str, bool] = False,
     max_batch_size: int = DEFAULT_READ.max_batch_size,
     max_wait: float = DEFAULT_READ.max_wait,
     prefetch: int = DEFAULT_READ.prefetch,
@@ -120,10 +121,13 @@ def partitions(
         strategy: ``"greedy"`` (converge within two intervals) or ``"balanced"`` (one partition per interval).
         load_balancing_interval: Seconds between balancing rounds.
         ownership_expiration: Seconds without renewal after which a consumer's partitions are taken over.
-        default_start: Where to read a partition without a checkpoint (default earliest); a Position or a
-            mapping of partition id to Position.
+        default_start: Where to read a partition without a checkpoint (default earliest): a Position, a form
+            azure-eventhub's ``starting_position`` takes (``"-1"``, ``"@latest"``, a sequence number, a
+            datetime, an offset string), or a mapping of partition id to either.
         start: Read from here instead of the checkpoints stored before this consumer started (a reset);
-            checkpoints written since win. A Position or a mapping of partition id to Position.
+            checkpoints written since win. The same forms as ``default_start``.
+        start_inclusive: Whether a sequence-number, time or offset start includes that event (the SDK's
+            ``starting_position_inclusive``): a bool, or a mapping of partition id to bool.
         max_batch_size: Most events per batch.
         max_wait: Seconds a pull waits for the first event.
         prefetch: Events the transport may buffer ahead.
@@ -182,6 +186,7 @@ def partitions(
         owner_level,
         emit_empty,
         track_last_enqueued_event_properties,
+        start_inclusive,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import re
 import socket
@@ -18,10 +19,21 @@ from rxhubs.errors import ConfigurationError
 from rxhubs.sources import ReadSettings
 from rxhubs.sources._settings import DEFAULT_READ
 
-__all__ = ["ConsumerOptions", "ConsumerSettings", "Hooks", "StartOption", "default_owner_id"]
+__all__ = [
+    "ConsumerOptions",
+    "ConsumerSettings",
+    "Hooks",
+    "StartInput",
+    "StartOption",
+    "coerce_start",
+    "default_owner_id",
+]
 
 #: A position for every partition, or one per partition id (partitions left out use the default).
 StartOption = Position | Mapping[str, Position] | None
+#: What ``start`` / ``default_start`` accept: Positions, or azure-eventhub's ``starting_position`` forms.
+PositionLike = Position | str | int | _dt.datetime
+StartInput = PositionLike | Mapping[str, PositionLike] | None
 
 #: ``on_partition_initialize(context)``; may be ``async``: the partition is read once it returned.
 InitializeHook = Callable[[PartitionContext], Any]
@@ -39,12 +51,35 @@ def default_owner_id() -> str:
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _check_start(name: str, option: object) -> None:
-    if option is None or isinstance(option, Position):
-        return
-    if isinstance(option, Mapping) and all(isinstance(k, str) and isinstance(v, Position) for k, v in option.items()):
-        return
-    raise ConfigurationError(f"{name} must be an rxhubs.Position or a mapping of partition id to Position")
+def coerce_start(name: str, option: object, inclusive: bool | Mapping[str, bool]) -> StartOption:
+    """A start option as Positions: a Position, the SDK's forms (see :meth:`Position.coerce`), or a mapping.
+
+    Raises:
+        ConfigurationError: For anything else.
+
+    Example:
+        >>> coerce_start("start", {"0": 10, "1": "@latest"}, {"0": True})
+        {'0': Position(kind='sequence_number', value=10, inclusive=True), '1': Position(kind='latest', ...)}
+    """
+
+    def one(value: object, partition_id: str | None) -> Position:
+        flag = inclusive.get(partition_id or "", False) if isinstance(inclusive, Mapping) else inclusive
+        try:
+            return Position.coerce(value, inclusive=bool(flag))
+        except ConfigurationError:
+            where = f"{name}[{partition_id!r}]" if partition_id is not None else name
+            raise ConfigurationError(
+                f"{where} must be an rxhubs.Position or a form azure-eventhub accepts (\"-1\", \"@latest\", a"
+                f" sequence number, a datetime, an offset string), got {value!r}"
+            ) from None
+
+    if option is None:
+        return None
+    if isinstance(option, Mapping):
+        if not all(isinstance(k, str) for k in option):
+            raise ConfigurationError(f"{name} maps partition ids (str) to positions")
+        return {k: one(v, k) for k, v in option.items()}
+    return one(option, None)
 
 
 def pick(option: StartOption, partition_id: str) -> Position | None:
@@ -67,8 +102,11 @@ class ConsumerSettings:
         strategy: ``"greedy"`` (converge within two intervals) or ``"balanced"`` (one partition per interval).
         load_balancing_interval: Seconds between two balancing rounds.
         ownership_expiration: Seconds without renewal after which other consumers take a partition over.
-        default_start: Where a partition without a checkpoint is read from.
-        start: Where to read instead of the checkpoints stored before this consumer started (a reset).
+        default_start: Where a partition without a checkpoint is read from: a :class:`~rxhubs.Position`, a form
+            azure-eventhub's ``starting_position`` accepts (``"-1"``, ``"@latest"``, a sequence number, a
+            datetime, an offset string), or a mapping of partition id to either.
+        start: Where to read instead of the checkpoints stored before this consumer started (a reset); the
+            same forms.
         max_batch_size: Most events per batch.
         max_wait: Seconds a pull waits for the first event.
         prefetch: Events the transport may buffer ahead.
@@ -77,6 +115,8 @@ class ConsumerSettings:
         emit_empty: Emit an empty batch when ``max_wait`` passes without events (for time-driven pipelines).
         track_last_enqueued_event_properties: Batches carry the partition's newest event (for lag); None keeps
             the hub's setting.
+        start_inclusive: Whether a sequence-number, time or offset start includes that event (the SDK's
+            ``starting_position_inclusive``); a bool, or a mapping of partition id to bool.
 
     Example:
         >>> settings = ConsumerSettings(owner_id="a", load_balancing_interval=2.0, ownership_expiration=6.0)
@@ -92,8 +132,8 @@ class ConsumerSettings:
     strategy: Strategy = "greedy"
     load_balancing_interval: float = DEFAULT_INTERVAL
     ownership_expiration: float = DEFAULT_EXPIRATION
-    default_start: StartOption = Position.earliest()  # noqa: RUF009 - an immutable value
-    start: StartOption = None
+    default_start: StartInput = Position.earliest()  # noqa: RUF009 - an immutable value
+    start: StartInput = None
     max_batch_size: int = DEFAULT_READ.max_batch_size
     max_wait: float = DEFAULT_READ.max_wait
     prefetch: int = DEFAULT_READ.prefetch
@@ -101,6 +141,9 @@ class ConsumerSettings:
     owner_level: int | None = 0
     emit_empty: bool = False
     track_last_enqueued_event_properties: bool | None = None
+    start_inclusive: bool | Mapping[str, bool] = False
+    default_positions: StartOption = field(init=False, repr=False, compare=False)
+    start_positions: StartOption = field(init=False, repr=False, compare=False)
     balancing: BalancingSettings = field(init=False, repr=False, compare=False)
     reading: ReadSettings = field(init=False, repr=False, compare=False)
 
@@ -108,8 +151,11 @@ class ConsumerSettings:
         owner_id = self.owner_id
         if not isinstance(owner_id, str) or not owner_id or "/" in owner_id:
             raise ConfigurationError(f"owner_id must be a non-empty str without '/', got {owner_id!r}")
-        _check_start("default_start", self.default_start)
-        _check_start("start", self.start)
+        inclusive = self.start_inclusive
+        if not isinstance(inclusive, bool | Mapping):
+            raise ConfigurationError(f"start_inclusive must be a bool or a mapping of ids to bools, got {inclusive!r}")
+        object.__setattr__(self, "default_positions", coerce_start("default_start", self.default_start, inclusive))
+        object.__setattr__(self, "start_positions", coerce_start("start", self.start, inclusive))
         reading = ReadSettings(
             self.max_batch_size,
             self.max_wait,
@@ -131,8 +177,9 @@ class ConsumerOptions(TypedDict, total=False):
     strategy: Strategy
     load_balancing_interval: float
     ownership_expiration: float
-    default_start: StartOption
-    start: StartOption
+    default_start: StartInput
+    start: StartInput
+    start_inclusive: bool | Mapping[str, bool]
     max_batch_size: int
     max_wait: float
     prefetch: int

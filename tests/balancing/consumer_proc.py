@@ -1,6 +1,8 @@
 """One consumer process for the integration tests: ``python -m tests.balancing.consumer_proc NAME OUT``.
 
 Reads the hub of ``RXHUBS_TEST_EVENTHUB`` with ``rxhubs.consume`` through the store of ``RXHUBS_TEST_STORE``
+(with ``RXHUBS_TEST_ASYNC_WORK`` set, each batch goes through ``hops.process`` with 0-100 ms of async work,
+four batches of a partition at once, and is recorded when its work completes)
 (``sqlite:///path`` or ``blob://container`` with ``RXHUBS_TEST_STORAGE``), appends one line per processed
 event to OUT (``partition sequence_number owner wall_time``, flushed per batch so that a SIGKILL loses none
 of them), then checkpoints; each checkpoint written is noted as ``CP partition sequence_number``. SIGTERM
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import sys
 import time
 from typing import Any, TextIO
@@ -54,8 +57,9 @@ class LoggedStore(CheckpointStore):
         return await self.inner.list_checkpoints(*args)
 
     async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        written = time.time()
         await self.inner.update_checkpoint(checkpoint)
-        self.sink.write(f"CP {checkpoint.partition_id} {checkpoint.sequence_number}\n")
+        self.sink.write(f"CP {checkpoint.partition_id} {checkpoint.sequence_number} {written:.3f}\n")
         self.sink.flush()
 
     async def close(self) -> None:
@@ -71,7 +75,11 @@ async def amain(name: str, sink: TextIO) -> None:
         sink.write("".join(f"{batch.partition_id} {e.sequence_number} {name} {now:.3f}\n" for e in batch))
         sink.flush()
 
-    pipeline = rxhubs.consume(
+    async def work(batch: rxhubs.EventBatch) -> None:  # async work in flight when SIGKILL comes
+        await asyncio.sleep(random.random() * 0.1)
+        record(batch)
+
+    source = rxhubs.consume(
         hub,
         "$Default",
         store,
@@ -79,7 +87,11 @@ async def amain(name: str, sink: TextIO) -> None:
         load_balancing_interval=INTERVAL,
         ownership_expiration=EXPIRY,
         max_wait=0.2,
-    ).pipe(ops.do_action(record), hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL))
+        max_batch_size=5,
+        max_inflight=8,
+    )
+    step = hops.process(work, concurrency=4) if os.environ.get("RXHUBS_TEST_ASYNC_WORK") else ops.do_action(record)
+    pipeline = source.pipe(step, hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL))
     print("ready", flush=True)
     try:
         await rxhubs.arun(pipeline, grace=10.0)

@@ -49,7 +49,22 @@ def test_consume_and_partition_batches_reject_non_positions_at_the_call(value: A
     hub = InMemoryEventHub(partition_count=2)
     store = InMemoryCheckpointStore()
     start = {"0": value} if as_mapping else value
-    if start != {}:  # an empty mapping is a valid start (and default_start): no partition named
+
+    def position(v: Any) -> bool:  # consume also takes azure-eventhub's forms ("-1", "@latest", 42, "8192", ...)
+        try:
+            rxhubs.Position.coerce(v)
+        except ConfigurationError:
+            return False
+        return True
+
+    if isinstance(start, dict):
+        sdk_form = all(isinstance(k, str) and position(v) for k, v in start.items())
+    else:
+        sdk_form = position(start)
+    if sdk_form:
+        rxhubs.consume(hub, "$Default", store, start=start)
+        rxhubs.consume(hub, "$Default", store, default_start=start)
+    elif start != {}:  # an empty mapping is a valid start (and default_start): no partition named
         with pytest.raises(ConfigurationError):
             rxhubs.consume(hub, "$Default", store, start=start)
         with pytest.raises(ConfigurationError):

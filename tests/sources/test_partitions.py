@@ -350,7 +350,7 @@ def test_bad_options_raise_configuration_errors() -> None:
         {"load_balancing_interval": 0},
         {"ownership_expiration": 5.0},
         {"owner_id": "a/b"},
-        {"start": "earliest"},
+        {"start": "yesterday"},
         {"max_batch_size": 0},
         {"owner_level": -1},
     ):
@@ -363,3 +363,24 @@ def test_bad_options_raise_configuration_errors() -> None:
     errors: list[Exception] = []
     rxhubs.partitions(hub, GROUP, store).subscribe(on_error=errors.append)  # no scheduler, no loop
     assert isinstance(errors[0], ConfigurationError)
+
+
+def test_the_sdk_position_forms_are_accepted_per_partition_with_inclusive() -> None:
+    hub = InMemoryEventHub(4)
+    for pid in hub.partition_ids:
+        hub.send([f"{pid}-{n}".encode() for n in range(5)], partition_id=pid)
+    third = hub.events("2")[2]
+    scheduler, first = TestScheduler(), {}
+    rxhubs.consume(
+        hub,
+        GROUP,
+        InMemoryCheckpointStore(),
+        owner_id="a",
+        default_start="@latest",  # partitions not named: only what comes next
+        start={"0": "-1", "1": 2, "2": third.offset, "3": third.enqueued_time},
+        start_inclusive={"1": True},
+    ).subscribe(lambda b: first.setdefault(b.partition_id, b.first_sequence_number), scheduler=scheduler)
+    scheduler.advance_to(1.0)
+    assert first == {"0": 0, "1": 2, "2": 3, "3": 0}  # partition 3's events were all sent after that time
+    with pytest.raises(ConfigurationError, match=r"start\['1'\]"):
+        rxhubs.consume(hub, GROUP, InMemoryCheckpointStore(), start={"1": 2.5})

@@ -72,19 +72,24 @@ def _read(outs: list[Path]) -> list[tuple[str, int, str, float]]:
         if out.exists():
             for line in out.read_text().splitlines():
                 parts = line.split()
-                if len(parts) == 4:
+                if len(parts) == 4 and parts[0] != "CP":
                     rows.append((parts[0], int(parts[1]), parts[2], float(parts[3])))
     return rows
 
 
-def _checkpoints(out: Path) -> dict[str, int]:
-    """The last checkpoint written per partition by the consumer that wrote ``out``."""
-    last: dict[str, int] = {}
+def _checkpoint_lines(out: Path) -> list[tuple[str, int, float]]:
+    """Every checkpoint the consumer that wrote ``out`` started writing: partition, sequence number, time."""
+    lines = []
     for line in out.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == "CP":
-            last[parts[1]] = int(parts[2])
-    return last
+        if len(parts) == 4 and parts[0] == "CP":
+            lines.append((parts[1], int(parts[2]), float(parts[3])))
+    return lines
+
+
+def _checkpoints(out: Path) -> dict[str, int]:
+    """The last checkpoint written per partition by the consumer that wrote ``out``."""
+    return {pid: seq for pid, seq, _ in _checkpoint_lines(out)}
 
 
 def _scenario(tmp_path: Path, env: dict[str, str], connection_string: str) -> None:
@@ -140,12 +145,33 @@ def _scenario(tmp_path: Path, env: dict[str, str], connection_string: str) -> No
         assert seq > a_last.get(pid, -1), (pid, seq, a_last)
     assert len(duplicates) < len(expected) / 4  # sanity: a window (0.5 s), not the whole stream
 
+    # at every checkpoint write, every event at or below it had been processed (its work completed)
+    first_done: dict[tuple[str, int], float] = {}
+    for pid, seq, _, at in rows:
+        first_done[(pid, seq)] = min(at, first_done.get((pid, seq), at))
+    for out in outs.values():
+        for pid, seq, at in _checkpoint_lines(out):
+            early = [s for s in range(seq + 1) if first_done.get((pid, s), float("inf")) > at + 0.001]
+            assert early == [], f"checkpoint {pid}@{seq} at {at} before {early[:5]} were processed"
+
 
 @pytest.mark.slow
 def test_sqlite_processes_kill_and_join_every_event_processed(tmp_path: Path, emulator_factory: Any) -> None:
     emulator = emulator_factory(hubs={"procs": PARTITIONS})
     connection_string = emulator.connection_string("procs")
     env = {"RXHUBS_TEST_EVENTHUB": connection_string, "RXHUBS_TEST_STORE": f"sqlite:///{tmp_path / 'cp.sqlite'}"}
+    _scenario(tmp_path, env, connection_string)
+
+
+@pytest.mark.slow
+def test_async_work_in_flight_at_a_kill_loses_nothing(tmp_path: Path, emulator_factory: Any) -> None:
+    emulator = emulator_factory(hubs={"procs": PARTITIONS})
+    connection_string = emulator.connection_string("procs")
+    env = {
+        "RXHUBS_TEST_EVENTHUB": connection_string,
+        "RXHUBS_TEST_STORE": f"sqlite:///{tmp_path / 'cp.sqlite'}",
+        "RXHUBS_TEST_ASYNC_WORK": "1",
+    }
     _scenario(tmp_path, env, connection_string)
 
 
