@@ -75,6 +75,16 @@ class Emulator:
         ...         return emulator.connection_string("telemetry").split(";")[-2]
         >>> asyncio.run(main())
         'EntityPath=telemetry'
+
+        Requiring SAS keys and serving AMQP over WebSockets too (pass ``websocket_endpoint`` to the SDK as
+        ``custom_endpoint_address`` with ``transport_type=TransportType.AmqpOverWebsocket``):
+
+        >>> async def secured() -> tuple[tuple[str, ...], bool]:
+        ...     async with Emulator(hubs={"telemetry": 2}, keys={"sender": "s3cret"}, websocket_port=0) as emulator:
+        ...         endpoint = emulator.websocket_endpoint or ""
+        ...         return emulator.key_names, endpoint.startswith("sb://127.0.0.1:")
+        >>> asyncio.run(secured())
+        (('sender',), True)
     """
 
     def __init__(self, hubs: Mapping[str, int], host: str = "127.0.0.1", port: int = 0,
