@@ -165,7 +165,8 @@ class Emulator:
         Raises:
             EmulatorError: The emulator is not running.
         """
-        self.port  # noqa: B018 - raises when stopped
+        if self._port is None:
+            raise EmulatorError("the emulator is not running: use 'async with Emulator(...)' first")
         return self._websocket_port
 
     @property
