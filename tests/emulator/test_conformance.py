@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient, TransportType
@@ -202,6 +203,29 @@ async def test_keys_require_sas_tokens_aio() -> None:
         async with AioReceiver(conn.replace("s3cret", "nope"), "0", starting_position="-1") as receiver:
             error = await receiver.wait_error()
         assert isinstance(error, AuthenticationError)
+
+
+async def test_keys_refuse_expired_tokens_and_tokens_for_another_hub() -> None:
+    """A token is good until its expiry (``se``) and only for resources under its ``sr``: the service refuses an
+    expired one ("ExpiredToken: ...") and one for another entity, with status 401. The tokens here are made by
+    the SDK's own signer (_pyamqp/utils.py ``generate_sas_token``) and sent with ``AzureSasCredential``."""
+    from azure.core.credentials import AzureSasCredential
+    from azure.eventhub._pyamqp.utils import generate_sas_token
+
+    async with Emulator(hubs={HUB: 1, "other": 1}, keys={"k": "s3cret"}) as emulator:
+        host = f"127.0.0.1:{emulator.port}"
+        cases = [(f"sb://{host}/{HUB}", int(time.time()) - 60, "ExpiredToken"),
+                 (f"sb://{host}/other", int(time.time()) + 3600, "InvalidAudience"),
+                 (f"sb://{host}/", int(time.time()) + 3600, None)]  # a namespace token covers every hub
+        for audience, expiry, refusal in cases:
+            token = generate_sas_token(audience, "k", "s3cret", expiry)
+            async with AioProducer(fully_qualified_namespace=host, eventhub_name=HUB, use_tls=False,
+                                   credential=AzureSasCredential(token), retry_total=0) as producer:
+                if refusal is None:
+                    await producer.send_event(EventData("namespace token"))
+                else:
+                    with pytest.raises(AuthenticationError, match=refusal):
+                        await producer.send_event(EventData("refused"))
 
 
 async def test_keys_refuse_links_and_reads_without_a_token() -> None:
