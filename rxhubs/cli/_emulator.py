@@ -15,10 +15,16 @@ EXAMPLES = """examples:
   rxhubs emulator --hub telemetry:4
   rxhubs emulator --hub telemetry:4 --hub orders:2 --port 5672 --data-dir .rxhubs/emulator
   rxhubs emulator --hub telemetry:8 --consumer-group analytics --consumer-group spark
+  rxhubs emulator --hub telemetry:4 --keys RootManageSharedAccessKey=s3cret listener=k2
+  rxhubs emulator --hub telemetry:4 --websocket-port 5673
 
 The emulator prints one connection string per hub (EntityPath=HUB, UseDevelopmentEmulator=true), then
 serves until Ctrl-C or SIGTERM. With --data-dir every event is kept in append-only files and survives a
-restart; without it events live in memory.
+restart; without it events live in memory. With --keys, clients must authenticate with a SAS token made with
+one of the keys (as the service requires); the connection strings carry the first key. With --websocket-port
+it also serves AMQP over WebSockets: clients pass transport_type=TransportType.AmqpOverWebsocket and
+custom_endpoint_address="sb://HOST:WEBSOCKET_PORT". Consumer group names ignore case, as in the service:
+'$default' is '$Default'.
 """
 
 
@@ -38,6 +44,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--data-dir", help="keep partitions as durable logs in this directory")
     parser.add_argument("--consumer-group", action="append", default=[], metavar="NAME",
                         help="a consumer group besides $Default (repeatable)")
+    parser.add_argument("--keys", "--key", nargs="+", action="extend", default=[], metavar="NAME=KEY",
+                        help="require SAS tokens signed with these shared access keys (policy name and key); "
+                             "connection strings use the first")
+    parser.add_argument("--websocket-port", type=int, default=None, metavar="PORT",
+                        help="also serve AMQP over WebSockets on this port (0 picks a free one)")
     parser.set_defaults(run=run)
 
 
@@ -62,13 +73,37 @@ def parse_hubs(specs: list[str]) -> dict[str, int]:
     return hubs
 
 
+def parse_keys(specs: list[str]) -> dict[str, str] | None:
+    """``["reader=abc", "writer=xyz"]`` -> ``{"reader": "abc", "writer": "xyz"}``; no specs -> None.
+
+    Raises:
+        ConfigurationError: An entry is not NAME=KEY, or a name is given twice. The message never shows a key.
+
+    Example:
+        >>> parse_keys(["RootManageSharedAccessKey=s3cret=="])
+        {'RootManageSharedAccessKey': 's3cret=='}
+    """
+    if not specs:
+        return None
+    keys: dict[str, str] = {}
+    for i, spec in enumerate(specs, 1):
+        name, sep, key = spec.partition("=")
+        if not sep or not name or not key:
+            raise ConfigurationError(f"bad --keys entry #{i}: expected NAME=KEY (a shared access policy and its key)")
+        if name in keys:
+            raise ConfigurationError(f"key name {name!r} is given twice in --keys")
+        keys[name] = key
+    return keys
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the emulator, print its connection strings, serve until interrupted. Returns the exit code."""
     from rxhubs.emulator import Emulator
 
     hubs = parse_hubs(args.hub)
     emulator = Emulator(hubs, host=args.host, port=args.port, data_dir=args.data_dir,
-                        consumer_groups=args.consumer_group)
+                        consumer_groups=args.consumer_group, keys=parse_keys(args.keys),
+                        websocket_port=args.websocket_port)
     return asyncio.run(_serve(emulator))
 
 
@@ -81,8 +116,14 @@ async def _serve(emulator: Any) -> int:
     async with emulator:
         for hub in emulator.hubs:
             print(emulator.connection_string(hub), flush=True)
+        auth = (f"SAS tokens required (keys: {', '.join(emulator.key_names)})" if emulator.key_names
+                else "any token accepted")
         print(f"rxhubs emulator: serving {len(emulator.hubs)} hub(s) on {emulator.host}:{emulator.port}; "
-              "Ctrl-C to stop", file=sys.stderr, flush=True)
+              f"{auth}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        if emulator.websocket_endpoint is not None:
+            print(f"rxhubs emulator: AMQP over WebSockets on port {emulator.websocket_port}: "
+                  "transport_type=TransportType.AmqpOverWebsocket, "
+                  f"custom_endpoint_address={emulator.websocket_endpoint!r}", file=sys.stderr, flush=True)
         await stop.wait()
     print("rxhubs emulator: stopped", file=sys.stderr, flush=True)
     return 0

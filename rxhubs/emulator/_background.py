@@ -49,9 +49,19 @@ class BackgroundEmulator:
         """The emulator's data directory (None: in memory)."""
         return self._running().data_dir
 
-    def connection_string(self, hub: str) -> str:
+    @property
+    def websocket_port(self) -> int | None:
+        """The port serving AMQP over WebSockets (None: none served)."""
+        return self._running().websocket_port
+
+    @property
+    def websocket_endpoint(self) -> str | None:
+        """The SDK's ``custom_endpoint_address`` for AMQP over WebSockets (see :attr:`Emulator.websocket_endpoint`)."""
+        return self._running().websocket_endpoint
+
+    def connection_string(self, hub: str, key_name: str | None = None) -> str:
         """A connection string for ``hub`` (see :meth:`Emulator.connection_string`)."""
-        return self._running().connection_string(hub)
+        return self._running().connection_string(hub, key_name)
 
     def _running(self) -> Emulator:
         if self.emulator is None:
@@ -91,9 +101,11 @@ class BackgroundEmulator:
 
     def restart(self) -> BackgroundEmulator:
         """Stop and start again on the same port (and data directory): what a service restart looks like."""
-        port = self.port
+        port, websocket_port = self.port, self.websocket_port
         self.stop()
         self._options["port"] = port
+        if websocket_port is not None:
+            self._options["websocket_port"] = websocket_port
         return self.start()
 
     def __enter__(self) -> BackgroundEmulator:

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from rxhubs.emulator import _frames as fr
@@ -48,6 +48,25 @@ SELECTOR = "apache.org:selector-filter:string"
 EPOCH = "com.microsoft:epoch"
 
 
+class _Buffered(Protocol):
+    def get_write_buffer_size(self) -> int: ...
+
+
+class Writer(Protocol):
+    """What a connection writes to: an :class:`asyncio.StreamWriter`, or the WebSocket adapter."""
+
+    @property
+    def transport(self) -> _Buffered: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ProtocolError(Exception):
     """The peer broke the protocol: close the connection with ``condition``."""
 
@@ -60,7 +79,7 @@ class ProtocolError(Exception):
 class Connection:
     """Serves one TCP connection until the peer closes it, it misbehaves or the server stops."""
 
-    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: Writer) -> None:
         self.server = server
         self.reader = reader
         self.writer = writer
@@ -70,6 +89,7 @@ class Connection:
         self.last_received = time.monotonic()
         self.last_sent = time.monotonic()
         self.partial_bytes = 0
+        self.grants: list[tuple[str, float]] = []  # entity paths authorized by tokens, and until when
         self.opened = False
         self.closing = False
         self._finished = asyncio.Event()
@@ -92,13 +112,28 @@ class Connection:
     def release_partial(self, n: int) -> None:
         self.partial_bytes = max(0, self.partial_bytes - n)
 
+    # ------------------------------------------------------------------ authorization
+    def grant(self, path: str, until: float) -> None:
+        """Authorize ``path`` ("" for the whole namespace) on this connection until ``until`` (epoch s)."""
+        self.grants = [(p, t) for p, t in self.grants if p != path and t > time.time()] + [(path, until)]
+
+    def authorized(self, entity: str) -> bool:
+        """Whether this connection may use ``entity`` (a hub name or address): always, without SAS keys."""
+        if self.server.keys is None:
+            return True
+        wanted, now = _management.resource_path(entity), time.time()
+        return any(t > now and _management.covers(p, wanted) for p, t in self.grants)
+
     # ------------------------------------------------------------------ lifecycle
     async def serve(self) -> None:
         ticker: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):  # a silent peer cannot hold a connection forever
-                if not await negotiate(self.reader, self.writer, self.server.sasl_check):
+                mechanism = await negotiate(self.reader, self.writer, self.server.sasl_check)
+                if mechanism is None:
                     return
+                if mechanism == "PLAIN" and self.server.keys is not None:  # checked: a key name and its key
+                    self.grant("", float("inf"))
             ticker = asyncio.get_running_loop().create_task(self._tick())
             await self._read_frames()
         except ProtocolError as exc:
@@ -363,6 +398,15 @@ class Session:
             link = Link(self, name, handle, ours, address)
         self.links[handle] = link
         delivery_count = 0 if not client_sends else None
+        if refusal is not None and (client_sends or self.connection.server.refuse_consumers_at_attach):
+            # The service refuses a link at attach: it answers with null source and target, then detaches with
+            # the error (Microsoft.Azure.Amqp AmqpLink.CloseInternal; AMQP 1.0 section 2.6.3). The SDK takes
+            # only such an attach for a refusal, so a producer's error surfaces while its link opens
+            # (create_batch), not at the first send. The SDK's consumer, though, swallows a refusal while its
+            # link opens and re-attaches without calling on_error, so consumer links are refused this way only
+            # when asked (refuse_consumers_at_attach); by default they attach and are then detached, which the
+            # SDK reports.
+            raw_source = raw_target = None
         self.send(fr.attach_frame(
             self.channel, name=name, handle=ours, role_receiver=client_sends, source=raw_source, target=raw_target,
             initial_delivery_count=delivery_count,
@@ -388,9 +432,11 @@ class Session:
         if node is not None:
             return IncomingLink(self, name, handle, ours, address, hub=None, partition=None, node=node,
                                 delivery_count=delivery_count)
-        hubs = self.connection.server.hubs
+        server = self.connection.server
+        if not self.connection.authorized(address):
+            raise _LinkError(fr.UNAUTHORIZED, _management.unauthorized_text("Send", address))
         if len(segments) == 1 or (len(segments) == 3 and segments[1].lower() == "partitions"):
-            hub = hubs.get(segments[0])
+            hub = server.hub(segments[0])
             if hub is None:
                 raise _LinkError(fr.NOT_FOUND, f"The messaging entity '{segments[0]}' could not be found.")
             partition = None
@@ -409,13 +455,15 @@ class Session:
             reply = ReplyLink(self, name, handle, ours, address, node)
             self.replies[node] = reply
             return reply
+        if not self.connection.authorized(address):
+            raise _LinkError(fr.UNAUTHORIZED, _management.unauthorized_text("Listen", address))
         if len(segments) != 5 or segments[1].lower() != "consumergroups" or segments[3].lower() != "partitions":
             raise _LinkError(fr.NOT_FOUND, f"The messaging entity '{address}' could not be found.")
-        hub = self.connection.server.hubs.get(segments[0])
+        hub = self.connection.server.hub(segments[0])
         if hub is None:
             raise _LinkError(fr.NOT_FOUND, f"The messaging entity '{segments[0]}' could not be found.")
         group = segments[2]
-        if group not in hub.consumer_groups:
+        if not hub.has_consumer_group(group):
             raise _LinkError(fr.NOT_FOUND, f"The consumer group '{group}' of '{hub.name}' could not be found.")
         partition = hub.partitions.get(segments[4])
         if partition is None:
@@ -457,7 +505,7 @@ class Session:
         link = self.replies.get(node)
         if link is not None and link.pending >= MAX_PENDING_REPLIES:
             return False
-        reply = _management.handle(self.connection.server, node, payload)
+        reply = _management.handle(self.connection, node, payload)
         if link is None:
             _LOG.info("dropping a %s reply: the client has no receiver link for it", node)
             return True

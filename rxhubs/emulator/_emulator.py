@@ -16,8 +16,17 @@ _LOG = logging.getLogger("rxhubs.emulator")
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$")
-_GROUP = re.compile(r"^(\$Default|[A-Za-z0-9][A-Za-z0-9._-]{0,49})$")
+_GROUP = re.compile(r"^(\$default|[a-z0-9][a-z0-9._-]{0,49})$", re.IGNORECASE)
 MAX_PARTITIONS = 1024
+_KEY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
+
+
+def _check_key(name: object, key: object) -> None:
+    """A key name and key must fit in a connection string; the error names the key, never shows it."""
+    if not isinstance(name, str) or not _KEY_NAME.match(name):
+        raise ConfigurationError(f"invalid key name {name!r}: use 1-256 letters, digits, '.', '_' or '-'")
+    if not isinstance(key, str) or not key or any(c in key for c in "; \t\r\n"):
+        raise ConfigurationError(f"the key of {name!r} must be non-empty text without ';' or spaces")
 
 
 class Emulator:
@@ -34,14 +43,29 @@ class Emulator:
         port: TCP port; 0 picks a free one (read it from :attr:`port`).
         data_dir: Directory for durable partition logs, or None to keep events in memory.
         consumer_groups: Consumer groups besides ``$Default`` (the same for every hub).
-        shared_access_key_name: Key name put in connection strings.
-        shared_access_key: Key put in connection strings.
-        verify_tokens: Check SAS tokens and SASL PLAIN credentials against the key (default: accept any).
+        shared_access_key_name: Key name put in connection strings (when ``keys`` is not given).
+        shared_access_key: Key put in connection strings (when ``keys`` is not given).
+        verify_tokens: Require tokens signed with ``shared_access_key``: the same as
+            ``keys={shared_access_key_name: shared_access_key}``.
+        keys: SAS key names and keys (shared access policies) to require, e.g. ``{"sender": "s3cret"}``.
+            Each connection must then present a valid shared access signature made with one of them
+            (CBS put-token, or SASL PLAIN with a key name and key) before it may attach links or read
+            properties; refusals carry the service's status codes and error conditions. Connection strings
+            use the first key. Without ``keys`` (and ``verify_tokens``), any token is accepted.
         idle_timeout: Seconds of silence after which a connection is closed (advertised to clients, which
             send heartbeats); None disables it.
+        websocket_port: Also serve AMQP over WebSockets (``TransportType.AmqpOverWebsocket``) on this port of
+            ``host``; 0 picks a free one (read :attr:`websocket_port`). None (the default): no WebSockets.
+            Clients reach it with ``custom_endpoint_address=emulator.websocket_endpoint``.
+        refuse_consumers_at_attach: Refuse consumer links (unknown consumer group, a sixth reader, a lower
+            owner level) the way the service does: an attach with neither source nor target, then the detach.
+            Producer links are always refused so. The SDK's consumer does not report such a refusal: it
+            re-attaches quietly and never calls ``on_error``. By default consumer links are attached and then
+            detached with the error instead, which the SDK reports.
 
     Raises:
-        ConfigurationError: A hub or consumer group name is invalid or a partition count is out of range.
+        ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
+            key name or key cannot go into a connection string (the message never shows the key).
 
     Example:
         >>> import asyncio
@@ -51,17 +75,34 @@ class Emulator:
         ...         return emulator.connection_string("telemetry").split(";")[-2]
         >>> asyncio.run(main())
         'EntityPath=telemetry'
+
+        Requiring SAS keys and serving AMQP over WebSockets too (pass ``websocket_endpoint`` to the SDK as
+        ``custom_endpoint_address`` with ``transport_type=TransportType.AmqpOverWebsocket``):
+
+        >>> async def secured() -> tuple[tuple[str, ...], bool]:
+        ...     async with Emulator(hubs={"telemetry": 2}, keys={"sender": "s3cret"}, websocket_port=0) as emulator:
+        ...         endpoint = emulator.websocket_endpoint or ""
+        ...         return emulator.key_names, endpoint.startswith("sb://127.0.0.1:")
+        >>> asyncio.run(secured())
+        (('sender',), True)
     """
 
     def __init__(self, hubs: Mapping[str, int], host: str = "127.0.0.1", port: int = 0,
                  data_dir: str | Path | None = None, consumer_groups: Iterable[str] = (), *,
                  shared_access_key_name: str = DEFAULT_KEY_NAME, shared_access_key: str = DEFAULT_KEY,
-                 verify_tokens: bool = False, idle_timeout: float | None = 120.0) -> None:
+                 verify_tokens: bool = False, keys: Mapping[str, str] | None = None,
+                 idle_timeout: float | None = 120.0, websocket_port: int | None = None,
+                 refuse_consumers_at_attach: bool = False) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
+        seen: dict[str, str] = {}
         for name, count in hubs.items():
             if not isinstance(name, str) or not _NAME.match(name):
                 raise ConfigurationError(f"invalid event hub name {name!r}: use letters, digits, '.', '_' or '-'")
+            if name.casefold() in seen:
+                raise ConfigurationError(f"event hubs {seen[name.casefold()]!r} and {name!r} are the same hub: "
+                                         "Event Hubs names ignore case")
+            seen[name.casefold()] = name
             if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
                 raise ConfigurationError(
                     f"event hub {name!r} needs a partition count between 1 and {MAX_PARTITIONS}, got {count!r}")
@@ -71,19 +112,36 @@ class Emulator:
                 raise ConfigurationError(f"invalid consumer group name {group!r}")
         if not 0 <= port <= 65535:
             raise ConfigurationError(f"port must be between 0 and 65535, got {port}")
+        if websocket_port is not None and not 0 <= websocket_port <= 65535:
+            raise ConfigurationError(f"websocket_port must be between 0 and 65535 or None, got {websocket_port}")
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.hubs: dict[str, int] = dict(hubs)
         self.host = host
         self._requested_port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.consumer_groups: tuple[str, ...] = tuple(dict.fromkeys(("$Default", *groups)))
+        unique: dict[str, str] = {}
+        for group in ("$Default", *groups):  # the service ignores case: '$default' is '$Default'
+            unique.setdefault(group.casefold(), group)
+        self.consumer_groups: tuple[str, ...] = tuple(unique.values())
+        if keys is not None:
+            if not keys:
+                raise ConfigurationError("keys needs at least one key name and key, e.g. keys={'sender': '...'}")
+            shared_access_key_name, shared_access_key = next(iter(keys.items()))
+            required: dict[str, str] | None = dict(keys)
+        else:
+            required = {shared_access_key_name: shared_access_key} if verify_tokens else None
+        for name, key in (required or {shared_access_key_name: shared_access_key}).items():
+            _check_key(name, key)
         self.shared_access_key_name = shared_access_key_name
         self._key = shared_access_key
-        self._verify = verify_tokens
+        self._keys = required
         self._idle_timeout = idle_timeout
+        self._refuse_consumers_at_attach = refuse_consumers_at_attach
+        self._requested_websocket_port = websocket_port
         self._server: Server | None = None
         self._port: int | None = None
+        self._websocket_port: int | None = None
 
     def __repr__(self) -> str:
         state = f"port={self._port}" if self._port is not None else "stopped"
@@ -101,22 +159,57 @@ class Emulator:
         return self._port
 
     @property
+    def websocket_port(self) -> int | None:
+        """The port serving AMQP over WebSockets, or None when the emulator serves no WebSockets.
+
+        Raises:
+            EmulatorError: The emulator is not running.
+        """
+        if self._port is None:
+            raise EmulatorError("the emulator is not running: use 'async with Emulator(...)' first")
+        return self._websocket_port
+
+    @property
+    def websocket_endpoint(self) -> str | None:
+        """What to pass as the SDK's ``custom_endpoint_address`` to use AMQP over WebSockets (None: none served).
+
+        The SDK reaches ``ws://HOST:PORT/$servicebus/websocket`` with
+        ``transport_type=TransportType.AmqpOverWebsocket, custom_endpoint_address=emulator.websocket_endpoint``
+        (without a custom endpoint it would use port 443).
+
+        Raises:
+            EmulatorError: The emulator is not running.
+        """
+        port = self.websocket_port
+        return None if port is None else f"sb://{self._client_host()}:{port}"
+
+    def _client_host(self) -> str:
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return f"[{host}]" if ":" in host else host
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """The names of the SAS keys the emulator requires (empty when it accepts any token)."""
+        return tuple(self._keys or ())
+
+    @property
     def running(self) -> bool:
         """Whether the emulator is listening."""
         return self._server is not None
 
-    def connection_string(self, hub: str) -> str:
+    def connection_string(self, hub: str, key_name: str | None = None) -> str:
         """A connection string for ``hub`` that the azure-eventhub client accepts.
 
         Args:
             hub: One of the emulator's event hubs.
+            key_name: Which of the ``keys`` to put in it (default: the first).
 
         Returns:
             ``Endpoint=sb://HOST:PORT;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=HUB;
             UseDevelopmentEmulator=true``.
 
         Raises:
-            ConfigurationError: ``hub`` is not one of the emulator's hubs.
+            ConfigurationError: ``hub`` is not one of the emulator's hubs, or ``key_name`` not one of its keys.
             EmulatorError: The emulator is not running.
 
         Example:
@@ -125,11 +218,14 @@ class Emulator:
         """
         if hub not in self.hubs:
             raise ConfigurationError(f"unknown event hub {hub!r}; the emulator serves {sorted(self.hubs)}")
-        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return (f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={self.shared_access_key_name};"
-                f"SharedAccessKey={self._key};EntityPath={hub};UseDevelopmentEmulator=true")
+        host = self._client_host()
+        name, key = self.shared_access_key_name, self._key
+        if key_name is not None:
+            if self._keys is None or key_name not in self._keys:
+                raise ConfigurationError(f"unknown key name {key_name!r}; the emulator has {list(self.key_names)}")
+            name, key = key_name, self._keys[key_name]
+        return (f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};"
+                f"SharedAccessKey={key};EntityPath={hub};UseDevelopmentEmulator=true")
 
     async def start(self) -> None:
         """Start listening (what ``__aenter__`` does).
@@ -141,16 +237,18 @@ class Emulator:
             raise EmulatorError("the emulator is already running")
         try:
             server = Server(self.hubs, consumer_groups=self.consumer_groups[1:], data_dir=self.data_dir,
-                            key_name=self.shared_access_key_name, key=self._key, verify_key=self._verify,
+                            keys=self._keys, refuse_consumers_at_attach=self._refuse_consumers_at_attach,
                             idle_timeout=self._idle_timeout)
         except OSError as exc:
             raise EmulatorError(f"cannot open the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
-            self._port = await server.start(self.host, self._requested_port)
+            self._port, self._websocket_port = await server.start(self.host, self._requested_port,
+                                                                  self._requested_websocket_port)
         except OSError as exc:
             await server.stop()
-            raise EmulatorError(f"cannot listen on {self.host}:{self._requested_port}: {exc.strerror or exc}",
-                                ) from exc
+            ports = f"{self._requested_port}" + (f" and {self._requested_websocket_port}"
+                                                  if self._requested_websocket_port is not None else "")
+            raise EmulatorError(f"cannot listen on {self.host}:{ports}: {exc.strerror or exc}") from exc
         self._server = server
         _LOG.info("emulator listening on %s:%d (hubs %s)", self.host, self._port, self.hubs)
 
@@ -160,7 +258,7 @@ class Emulator:
         if server is not None:
             await server.stop()
             _LOG.info("emulator on port %s stopped", self._port)
-        self._port = None
+        self._port = self._websocket_port = None
 
     async def __aenter__(self) -> Emulator:
         await self.start()

@@ -244,10 +244,13 @@ class Partition:
 
     # ------------------------------------------------------------------ reading
     def start_index(self, position: StartPosition | None) -> int:
-        """Index of the first event a receiver with this start position gets."""
+        """Index of the first event a receiver with this start position gets.
+
+        A receiver without a position filter starts at the beginning of the partition, as the service does.
+        """
         n = len(self.data)
         if position is None:
-            return n
+            return 0
         v = position.value
         if position.kind == "offset":
             if v == "-1":
@@ -287,8 +290,11 @@ class Partition:
 
     # ------------------------------------------------------------------ reader rules
     def add_reader(self, consumer_group: str, reader: Reader) -> tuple[str, str] | None:
-        """Register a reader, applying owner-level rules. Returns an error (condition, text) to refuse it."""
-        readers = self.readers.setdefault(consumer_group, [])
+        """Register a reader, applying owner-level rules. Returns an error (condition, text) to refuse it.
+
+        Consumer group names are compared ignoring case (``$default`` and ``$Default`` are one group).
+        """
+        readers = self.readers.setdefault(consumer_group.casefold(), [])
         epochs = [r.epoch for r in readers if r.epoch is not None]
         top = max(epochs) if epochs else None
         where = f"partition '{self.partition_id}' of '{self.hub}' in consumer group '{consumer_group}'"
@@ -315,7 +321,7 @@ class Partition:
         return None
 
     def remove_reader(self, consumer_group: str, reader: Reader) -> None:
-        readers = self.readers.get(consumer_group)
+        readers = self.readers.get(consumer_group.casefold())
         if readers and reader in readers:
             readers.remove(reader)
 
@@ -327,7 +333,7 @@ class Hub:
                  data_dir: Path | None) -> None:
         self.name = name
         self.created_at_ms = now_ms()
-        self.consumer_groups = frozenset(("$Default", *consumer_groups))
+        self.consumer_groups = frozenset(g.casefold() for g in ("$Default", *consumer_groups))
         self.partitions = {
             str(i): Partition(name, str(i), data_dir / name / f"{i}.log" if data_dir is not None else None)
             for i in range(partition_count)
@@ -340,6 +346,10 @@ class Hub:
                 self.created_at_ms = int(marker.read_text())
             except (OSError, ValueError):
                 marker.write_text(str(self.created_at_ms))
+
+    def has_consumer_group(self, name: str) -> bool:
+        """Whether the hub has this consumer group; the service ignores case in consumer group names."""
+        return name.casefold() in self.consumer_groups
 
     def route(self, partition_key: str | None) -> Partition:
         """The partition an event sent to the hub goes to: by key, else round robin."""

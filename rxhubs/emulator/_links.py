@@ -293,8 +293,7 @@ class ConsumerLink(Link):
                 for i in range(self.cursor, self.cursor + n):
                     payload = data[i]
                     if self.runtime_metrics:
-                        d = da_pos[i]
-                        payload = payload[:d] + metrics + payload[d:]
+                        payload = msg.with_delivery_annotations(payload, da_pos[i], metrics)
                     frames.extend(fr.transfer_frames(channel, handle, s.take_delivery_id(), payload, False,
                                                      max_frame))
                     size += len(payload)

@@ -1,7 +1,10 @@
 """``$cbs`` put-token and ``$management`` READ requests.
 
-CBS accepts any token unless the emulator was given a key to check SAS signatures against. Management
-answers the two reads the SDK makes: event hub properties and partition properties (404 when unknown).
+CBS accepts any token unless the emulator has SAS keys; then a token must be a shared access signature made
+with one of them, unexpired, for a resource that covers the audience, and each accepted token authorizes
+its audience on that connection (see :meth:`Connection.authorized`). A put-token for an audience naming an
+unknown hub is accepted as ever: links to it are refused when they attach. Management answers the two
+reads the SDK makes: event hub properties and partition properties (404 when unknown).
 """
 
 from __future__ import annotations
@@ -12,19 +15,21 @@ import hmac
 import logging
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote_plus
+from urllib.parse import parse_qs, quote_plus, unquote, urlparse
 
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._server import Server
+    from rxhubs.emulator._connection import Connection
 
 _LOG = logging.getLogger("rxhubs.emulator")
+_SAS_PREFIX = "SharedAccessSignature "
 
 
-def handle(server: Server, node: str, payload: bytes) -> bytes:
+def handle(connection: Connection, node: str, payload: bytes) -> bytes:
     """Answer one request message with a reply message (decode errors become a 400 reply)."""
+    server = connection.server
     try:
         request = msg.parse_request(payload)
     except DecodeError as exc:
@@ -34,13 +39,16 @@ def handle(server: Server, node: str, payload: bytes) -> bytes:
     if node == "$cbs":
         if operation != "put-token":
             return msg.response(request.message_id, 400, f"Unsupported CBS operation '{operation}'.")
-        status, text = check_token(server, _text(request.body), _text(props.get("name")))
+        audience = _text(props.get("name"))
+        status, text = check_token(connection, _text(request.body), audience)
         return msg.response(request.message_id, status, text)
     if operation != "READ":
         return msg.response(request.message_id, 400, f"Unsupported management operation '{operation}'.")
     kind = _text(props.get("type"))
     name = _text(props.get("name"))
-    hub = server.hubs.get(name)
+    if not connection.authorized(name):
+        return msg.response(request.message_id, 401, unauthorized_text("Listen", name))
+    hub = server.hub(name)
     if hub is None:
         return msg.response(request.message_id, 404, f"The messaging entity '{name}' could not be found.")
     if kind == "com.microsoft:eventhub":
@@ -54,29 +62,58 @@ def handle(server: Server, node: str, payload: bytes) -> bytes:
     return msg.response(request.message_id, 400, f"Unsupported management type '{kind}'.")
 
 
-def check_token(server: Server, token: str, audience: str) -> tuple[int, str]:
-    """Validate a put-token request: any token passes unless the server checks SAS signatures."""
-    key = server.verify_key
-    if key is None:
+def check_token(connection: Connection, token: str, audience: str) -> tuple[int, str]:
+    """Validate a put-token request (any token passes unless the server has SAS keys).
+
+    An accepted token authorizes its audience on ``connection`` until it expires. Refusals use the status
+    code and the wording of the service's replies (401 and ``InvalidSignature: ...`` and so on); they
+    never repeat the token.
+    """
+    keys = connection.server.keys
+    if keys is None:
         return 202, "Accepted"
     fields = {}
-    if token.startswith("SharedAccessSignature "):
-        fields = {k: v[0] for k, v in parse_qs(token[len("SharedAccessSignature "):]).items()}
+    if token.startswith(_SAS_PREFIX):
+        fields = {k: v[0] for k, v in parse_qs(token[len(_SAS_PREFIX):]).items()}
     try:
         resource, signature, expiry, key_name = fields["sr"], fields["sig"], fields["se"], fields["skn"]
         expires = int(expiry)
     except (KeyError, ValueError):
-        return 401, "The token is not a valid shared access signature."
-    if key_name != server.key_name:
-        return 401, "Unknown shared access key name."
-    if expires < time.time():
-        return 401, "The token has expired."
+        return 401, "InvalidToken: The token is not a valid shared access signature."
+    key = keys.get(key_name)
+    if key is None:
+        _LOG.info("refused a token for %s: unknown key name", audience)
+        return 401, "InvalidIssuer: Token issuer is invalid."
     to_sign = (quote_plus(resource) + "\n" + expiry).encode("utf-8")
     expected = base64.b64encode(hmac.new(key.encode("utf-8"), to_sign, hashlib.sha256).digest()).decode()
     if not hmac.compare_digest(expected, signature):
         _LOG.info("refused a token for %s: bad signature", audience)
-        return 401, "The token signature is invalid."
+        return 401, "InvalidSignature: The token has an invalid signature."
+    if expires < time.time():
+        return 401, f"ExpiredToken: The token is expired. Expiration time: '{expires}'."
+    if not covers(resource_path(resource), resource_path(audience)):
+        return 401, (f"InvalidAudience: The token audience '{unquote(resource)}' does not cover the "
+                     f"resource '{audience}'.")
+    connection.grant(resource_path(audience), float(expires))
     return 202, "Accepted"
+
+
+def resource_path(uri: str) -> str:
+    """The entity path of a resource URI or audience, lower-cased: ``sb://host/Hub/x`` -> ``hub/x``."""
+    uri = unquote(uri)
+    path = urlparse(uri).path if "://" in uri else uri
+    return "/".join(part for part in path.casefold().split("/") if part)
+
+
+def covers(granted: str, wanted: str) -> bool:
+    """Whether a grant for path ``granted`` covers ``wanted`` (whole segments; "" is the namespace)."""
+    return not granted or wanted == granted or wanted.startswith(granted + "/")
+
+
+def unauthorized_text(claim: str, entity: str) -> str:
+    """The service's wording for a missing claim."""
+    return (f"Unauthorized access. '{claim}' claim(s) are required to perform this operation. "
+            f"Resource: '{entity}'.")
 
 
 def _text(value: Any) -> str:

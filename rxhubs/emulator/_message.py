@@ -1,8 +1,10 @@
 """AMQP messages as the emulator handles them: split batches, stamp Event Hubs annotations, build replies.
 
-A stored event is the message exactly as it will be delivered: the client's sections with the Event Hubs
-message annotations (sequence number, offset, enqueued time, partition key) encoded once, at append time.
-``da_pos`` marks where delivery annotations (runtime metrics) are spliced in on delivery.
+A stored event is the message exactly as it will be delivered: the client's sections (its delivery
+annotations too, as the service keeps them) with the Event Hubs message annotations (sequence number, offset,
+enqueued time, partition key) encoded once, at append time. ``da_pos`` marks where the delivery annotations
+section is or goes: runtime metrics are spliced in there on delivery, merged into the sender's own section
+when it has one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rxhubs.emulator._codec import (
 from rxhubs.emulator._frames import (
     SEC_APPLICATION_PROPERTIES,
     SEC_DATA,
+    SEC_DELIVERY_ANNOTATIONS,
     SEC_FOOTER,
     SEC_HEADER,
     SEC_MESSAGE_ANNOTATIONS,
@@ -40,6 +43,7 @@ PROP_TIME = Symbol("x-opt-enqueued-time")
 PROP_KEY = Symbol("x-opt-partition-key")
 _OWN_KEYS = frozenset((PROP_SEQ, PROP_OFFSET, PROP_TIME))
 
+_DA = b"\x00\x53\x71"
 _K_SEQ = encode_value(PROP_SEQ) + b"\x81"
 _K_OFF = encode_value(PROP_OFFSET)
 _K_TIME = encode_value(PROP_TIME) + b"\x83"
@@ -51,11 +55,15 @@ _FIXED_SIZE = len(_K_SEQ) + 8 + len(_K_OFF) + 2 + len(_K_TIME) + 8  # annotation
 
 
 class Prepared(NamedTuple):
-    """A received message split for stamping: header section, other sections, its message annotations."""
+    """A received message split for stamping: header, other sections, message annotations, delivery annotations.
+
+    ``delivery`` is the sender's delivery annotations section (``00 53 71`` and a map), or empty.
+    """
 
     head: bytes
     rest: bytes
     annotations: dict[Any, Any]
+    delivery: bytes = b""
 
 
 def _value_end(buf: bytes, pos: int, end: int) -> int:
@@ -108,6 +116,7 @@ def prepare(buf: bytes) -> Prepared:
     if not end:
         raise DecodeError("empty message")
     head = b""
+    delivery = b""
     ann: dict[Any, Any] = {}
     kept_from = -1  # start of the contiguous run of kept sections (the usual, spec-ordered case)
     pieces: list[bytes] | None = None  # only when annotations or a header come after kept sections
@@ -118,6 +127,9 @@ def prepare(buf: bytes) -> Prepared:
                 kept_from = -1
             if code == SEC_HEADER:
                 head = buf[pos:stop]
+            elif code == SEC_DELIVERY_ANNOTATIONS:
+                if buf[value_start] in (0xC1, 0xD1):  # a map (a null section carries nothing)
+                    delivery = _DA + buf[value_start:stop]
             elif code == SEC_MESSAGE_ANNOTATIONS:
                 value, _ = decode_value(buf, value_start, stop, 1)
                 if isinstance(value, dict):
@@ -126,7 +138,7 @@ def prepare(buf: bytes) -> Prepared:
             kept_from = pos
     tail = buf[kept_from:] if kept_from > 0 else buf if kept_from == 0 else b""
     rest = tail if pieces is None else b"".join([*pieces, tail])
-    return Prepared(head, rest, ann)
+    return Prepared(head, rest, ann, delivery)
 
 
 def split_batch(payload: bytes) -> tuple[dict[Any, Any], list[bytes]]:
@@ -167,15 +179,16 @@ def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int
     """Build the message as delivered: the client's sections plus the Event Hubs annotations.
 
     Returns:
-        The encoded message and the position where delivery annotations go (after the header).
+        The encoded message and the position of its delivery annotations section (after the header), where
+        :func:`with_delivery_annotations` adds runtime metrics.
     """
     off = b"%d" % offset
     ann = message.annotations
-    head = message.head
+    head = message.head + message.delivery
     if not ann and partition_key is None:  # the usual case: only our three annotations
         size = _FIXED_SIZE + len(off)
         return b"".join((head, b"\x00\x53\x72\xc1", bytes((size + 1, 6)), _K_SEQ, _q.pack(sequence_number), _K_OFF,
-                         bytes((0xA1, len(off))), off, _K_TIME, _q.pack(enqueued_ms), message.rest)), len(head)
+                         bytes((0xA1, len(off))), off, _K_TIME, _q.pack(enqueued_ms), message.rest)), len(message.head)
     body = b"".join((_K_SEQ, _q.pack(sequence_number), _K_OFF, bytes((0xA1, len(off))), off, _K_TIME,
                      _q.pack(enqueued_ms)))
     count = 6
@@ -189,7 +202,7 @@ def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int
         section = b"\x00\x53\x72\xc1" + bytes((len(body) + 1, count)) + body
     else:
         section = b"\x00\x53\x72\xd1" + _II.pack(len(body) + 4, count) + body
-    return b"".join((head, section, message.rest)), len(head)
+    return b"".join((head, section, message.rest)), len(message.head)
 
 
 def runtime_metrics(last_sequence_number: int, last_offset: int, last_enqueued_ms: int, now_ms: int) -> bytes:
@@ -200,6 +213,41 @@ def runtime_metrics(last_sequence_number: int, last_offset: int, last_enqueued_m
         Symbol("last_enqueued_time_utc"): Timestamp(last_enqueued_ms),
         Symbol("runtime_info_retrieval_time_utc"): Timestamp(now_ms),
     })
+
+
+def with_delivery_annotations(stored: bytes, da_pos: int, section: bytes) -> bytes:
+    """A stored message with the delivery annotations ``section`` (from :func:`runtime_metrics`) added.
+
+    A message carries at most one delivery annotations section: when the sender's is there, both maps are
+    merged into one (the emulator's keys win over the sender's same keys).
+    """
+    if stored[da_pos : da_pos + 3] != _DA:
+        return stored[:da_pos] + section + stored[da_pos:]
+    stop = _value_end(stored, da_pos + 3, len(stored))
+    theirs = _map_pairs(stored, da_pos + 3, stop)
+    ours = _map_pairs(section, 3, len(section))
+    own_keys = {decode_value(section, k, v)[0] for k, v, _ in ours}
+    kept = [(k, e) for k, v, e in theirs if decode_value(stored, k, v)[0] not in own_keys]
+    body = b"".join([stored[k:e] for k, e in kept] + [section[k:e] for k, _, e in ours])
+    merged = _DA + b"\xd1" + _II.pack(len(body) + 4, 2 * (len(kept) + len(ours))) + body
+    return stored[:da_pos] + merged + stored[stop:]
+
+
+def _map_pairs(buf: bytes, pos: int, stop: int) -> list[tuple[int, int, int]]:
+    """``(key start, value start, pair end)`` for each entry of the encoded map at ``pos``."""
+    if buf[pos] == 0xC1:
+        count, first = buf[pos + 2], pos + 3
+    elif buf[pos] == 0xD1:
+        count, first = _I.unpack_from(buf, pos + 5)[0], pos + 9
+    else:
+        raise DecodeError("delivery annotations are not a map")
+    pairs = []
+    for _ in range(count // 2):
+        value = skip_value(buf, first, stop)
+        end = skip_value(buf, value, stop)
+        pairs.append((first, value, end))
+        first = end
+    return pairs
 
 
 @dataclass(slots=True)

@@ -1,11 +1,12 @@
-"""Protocol headers and SASL: ANONYMOUS and PLAIN are accepted (PLAIN checked only when a key is set)."""
+"""Protocol headers and SASL: ANONYMOUS and PLAIN are accepted (PLAIN checked only when keys are set)."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator._codec import DecodeError
@@ -17,8 +18,12 @@ MECHANISMS = ("ANONYMOUS", "PLAIN", "MSSBCBS")
 SaslCheck = Callable[[str, bytes], bool]
 
 
-def plain_checker(key_name: str, key: str) -> SaslCheck:
-    """A check that accepts ANONYMOUS and PLAIN with exactly this key name and key."""
+class Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+
+def plain_checker(keys: Mapping[str, str]) -> SaslCheck:
+    """A check that accepts ANONYMOUS, and PLAIN with one of these key names and its key."""
 
     def check(mechanism: str, response: bytes) -> bool:
         if mechanism != "PLAIN":
@@ -26,21 +31,27 @@ def plain_checker(key_name: str, key: str) -> SaslCheck:
         parts = response.split(b"\0")
         if len(parts) != 3:
             return False
-        return hmac.compare_digest(parts[1], key_name.encode()) and hmac.compare_digest(parts[2], key.encode())
+        key = keys.get(parts[1].decode("utf-8", "replace"))
+        return key is not None and hmac.compare_digest(parts[2], key.encode())
 
     return check
 
 
-async def negotiate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, check: SaslCheck | None) -> bool:
-    """Exchange protocol headers (and SASL when the client asks). Returns False when the client is refused."""
+async def negotiate(reader: asyncio.StreamReader, writer: Writer, check: SaslCheck | None) -> str | None:
+    """Exchange protocol headers (and SASL when the client asks).
+
+    Returns:
+        The SASL mechanism the client used ("" without SASL), or None when the client is refused.
+    """
     header = await reader.readexactly(8)
+    mechanism = ""
     if header == fr.SASL_HEADER:
         writer.write(fr.SASL_HEADER + fr.sasl_mechanisms_frame(MECHANISMS))
         body = await _read_sasl_frame(reader)
         perf = fr.decode_performative(body)
         if perf.code != fr.SASL_INIT:
             writer.write(fr.sasl_outcome_frame(2))
-            return False
+            return None
         mechanism = str(perf.field(0))
         response = perf.field(1)
         ok = mechanism in MECHANISMS
@@ -48,13 +59,13 @@ async def negotiate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
             ok = check(mechanism, response if isinstance(response, bytes) else b"")
         writer.write(fr.sasl_outcome_frame(0 if ok else 1))
         if not ok:
-            return False
+            return None
         header = await reader.readexactly(8)
     if header != fr.AMQP_HEADER:
         writer.write(fr.AMQP_HEADER)
-        return False
+        return None
     writer.write(fr.AMQP_HEADER)
-    return True
+    return mechanism
 
 
 async def _read_sasl_frame(reader: asyncio.StreamReader) -> bytes:

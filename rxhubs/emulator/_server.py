@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rxhubs.emulator._connection import Connection
+from rxhubs.emulator._connection import Connection, Writer
 from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._sasl import SaslCheck, plain_checker
+
+if TYPE_CHECKING:
+    from rxhubs.emulator._websocket import WebSocketListener
 
 _LOG = logging.getLogger("rxhubs.emulator")
 MAX_CONNECTIONS = 1024
@@ -19,22 +23,41 @@ class Server:
     """Accepts AMQP connections on ``host:port`` and serves ``hubs`` to them."""
 
     def __init__(self, hubs: dict[str, int], *, consumer_groups: tuple[str, ...], data_dir: Path | None,
-                 key_name: str, key: str, verify_key: bool, idle_timeout: float | None) -> None:
+                 keys: dict[str, str] | None, idle_timeout: float | None,
+                 refuse_consumers_at_attach: bool = False) -> None:
         self.hubs = {name: Hub(name, count, consumer_groups, data_dir) for name, count in hubs.items()}
-        self.key_name = key_name
-        self.verify_key = key if verify_key else None
-        self.sasl_check: SaslCheck | None = plain_checker(key_name, key) if verify_key else None
+        self._by_folded = {name.casefold(): hub for name, hub in self.hubs.items()}
+        self.keys = keys  # SAS key names and keys to check tokens against; None accepts any token
+        self.sasl_check: SaslCheck | None = plain_checker(keys) if keys is not None else None
         self.idle_timeout = idle_timeout
+        self.refuse_consumers_at_attach = refuse_consumers_at_attach
         self.connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self._websocket: WebSocketListener | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._accept, host, port, limit=2**16)
+    def hub(self, name: str) -> Hub | None:
+        """The hub called ``name``, ignoring case as the service does (None when unknown)."""
+        return self._by_folded.get(name.casefold())
+
+    async def start(self, host: str, port: int, websocket_port: int | None = None) -> tuple[int, int | None]:
+        """Listen for AMQP on ``port`` and, when asked, AMQP over WebSockets on ``websocket_port``.
+
+        Returns:
+            The two ports (the second None without WebSockets).
+        """
+        self._server = await asyncio.start_server(self.serve_connection, host, port, limit=2**16)
         sock = self._server.sockets[0]
-        return int(sock.getsockname()[1])
+        ws_port = None
+        if websocket_port is not None:
+            from rxhubs.emulator._websocket import WebSocketListener
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self._websocket = WebSocketListener(self)
+            ws_port = await self._websocket.start(host, websocket_port)
+        return int(sock.getsockname()[1]), ws_port
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: Writer) -> None:
+        """Serve one client connection (a TCP stream, or a WebSocket's) until it ends."""
         if len(self.connections) >= MAX_CONNECTIONS:
             _LOG.warning("refusing a connection: %d are open already", MAX_CONNECTIONS)
             writer.close()
@@ -54,6 +77,8 @@ class Server:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._websocket is not None:
+            self._websocket.stop_accepting()
         await asyncio.gather(*(c.shutdown() for c in list(self.connections)), return_exceptions=True)
         if self._tasks:
             _done, pending = await asyncio.wait(set(self._tasks), timeout=2.0)
@@ -65,5 +90,7 @@ class Server:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self._websocket is not None:
+            await self._websocket.stop()
         for hub in self.hubs.values():
             hub.close()

@@ -4,7 +4,8 @@ Register with ``pytest_plugins = ["rxhubs.emulator.pytest_plugin"]`` in a top-le
 Importing this module has no side effects; the emulator starts only when a test asks for a fixture.
 
 * ``eventhubs_emulator`` (session): one emulator on a free loopback port, hubs from the
-  ``eventhubs_emulator_config`` fixture (override it to choose hubs and consumer groups).
+  ``eventhubs_emulator_config`` fixture (override it to choose hubs, consumer groups or any other
+  :class:`~rxhubs.emulator.Emulator` keyword, e.g. ``keys`` or ``websocket_port``).
 * ``emulator_factory`` (function): ``emulator_factory(hubs={...}, data_dir=..., ...)`` starts a fresh emulator,
   stopped when the test ends; call ``.restart()`` on it to simulate a service restart.
 
@@ -32,7 +33,7 @@ EmulatorFactory = Callable[..., BackgroundEmulator]
 
 @pytest.fixture(scope="session")
 def eventhubs_emulator_config() -> dict[str, Any]:
-    """Keyword arguments for the session emulator: override this fixture to change hubs or groups."""
+    """Keyword arguments for the session emulator: override this fixture to change hubs, groups, keys..."""
     return {"hubs": {"telemetry": 4}, "consumer_groups": ("rxhubs",)}
 
 

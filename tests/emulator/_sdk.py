@@ -32,9 +32,10 @@ async def asend(conn_str: str, bodies: list[str], **batch_options: Any) -> None:
 class SyncReceiver:
     """Runs ``EventHubConsumerClient.receive_batch`` for one partition in a thread, collecting events/errors."""
 
-    def __init__(self, conn_str: str, partition_id: str, consumer_group: str = "$Default", **options: Any) -> None:
+    def __init__(self, conn_str: str, partition_id: str, consumer_group: str = "$Default", *,
+                 client_options: dict[str, Any] | None = None, **options: Any) -> None:
         self.client = EventHubConsumerClient.from_connection_string(
-            conn_str, consumer_group=consumer_group, retry_total=0)
+            conn_str, consumer_group=consumer_group, retry_total=0, **(client_options or {}))
         self.events: list[EventData] = []
         self.errors: list[Exception] = []
         self._changed = threading.Condition()
@@ -90,8 +91,10 @@ def close_all(receivers: list[SyncReceiver]) -> None:
 class AioReceiver:
     """The aio counterpart of :class:`SyncReceiver` (a task running ``receive_batch``)."""
 
-    def __init__(self, conn_str: str, partition_id: str, consumer_group: str = "$Default", **options: Any) -> None:
-        self.client = AioConsumer.from_connection_string(conn_str, consumer_group=consumer_group, retry_total=0)
+    def __init__(self, conn_str: str, partition_id: str, consumer_group: str = "$Default", *,
+                 client_options: dict[str, Any] | None = None, **options: Any) -> None:
+        self.client = AioConsumer.from_connection_string(conn_str, consumer_group=consumer_group, retry_total=0,
+                                                         **(client_options or {}))
         self.events: list[EventData] = []
         self.errors: list[Exception] = []
         self._changed = asyncio.Event()

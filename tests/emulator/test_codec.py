@@ -99,15 +99,31 @@ def test_stamp_keeps_the_clients_sections_and_adds_event_hubs_annotations() -> N
     assert ann[b"x-opt-enqueued-time"] == 1_700_000_000_000
     assert ann[b"custom"] == b"kept"
     assert ann[b"x-opt-partition-key"] == b"key-1"
-    assert decoded.delivery_annotations is None  # the sender's hop annotations are not stored
+    assert decoded.delivery_annotations == {b"hop": 1}  # kept, as the service keeps them
     assert decoded.header.durable is True
     assert decoded.properties.content_type == b"application/json"
     assert decoded.application_properties == {b"app": b"yes"}
     assert decoded.data == [b"payload"]
     metrics = msg.runtime_metrics(7, 1234, 1_700_000_000_000, 1_700_000_000_500)
-    with_metrics = decode_payload(memoryview(stored[:da_pos] + metrics + stored[da_pos:]))
+    with_metrics = decode_payload(memoryview(msg.with_delivery_annotations(stored, da_pos, metrics)))
     assert with_metrics.delivery_annotations[b"last_enqueued_sequence_number"] == 7
+    assert with_metrics.delivery_annotations[b"hop"] == 1  # one section: the sender's map and the metrics
     assert with_metrics.data == [b"payload"]
+    assert with_metrics.message_annotations[b"custom"] == b"kept"
+
+
+def test_runtime_metrics_are_added_to_messages_without_delivery_annotations_and_win_over_same_keys() -> None:
+    plain = msg.prepare(_sdk_message(data=[b"p"]))
+    stored, da_pos = msg.stamp(plain, 1, 10, 5, None)
+    metrics = msg.runtime_metrics(1, 10, 5, 6)
+    assert decode_payload(memoryview(msg.with_delivery_annotations(stored, da_pos, metrics))
+                          ).delivery_annotations[b"last_enqueued_offset"] == b"10"
+    clash = msg.prepare(_sdk_message(delivery_annotations={b"last_enqueued_sequence_number": -5, b"mine": b"x" * 300},
+                                     data=[b"p"]))
+    stored, da_pos = msg.stamp(clash, 3, 10, 5, None)
+    merged = decode_payload(memoryview(msg.with_delivery_annotations(stored, da_pos, metrics))).delivery_annotations
+    assert merged[b"last_enqueued_sequence_number"] == 1 and merged[b"mine"] == b"x" * 300
+    assert len(merged) == 5
 
 
 def test_sections_out_of_spec_order_are_kept() -> None:
