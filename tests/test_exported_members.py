@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
+
 import rxhubs
 
 PROMISED = {
@@ -24,17 +26,64 @@ def test_all_is_sorted_and_dir_matches() -> None:
     assert set(dir(rxhubs)) == set(rxhubs.__all__)
 
 
-def test_submodule_facades() -> None:
-    testing = importlib.import_module("rxhubs.testing")
-    assert {"InMemoryEventHub", "marble_test", "symbols"} <= set(testing.__all__)
+#: Every public package's __all__, exactly: adding or removing a public name is a decision, made here.
+EXPORTS = {
+    "rxhubs": {
+        "Ack", "Backoff", "Checkpoint", "CloseReason", "ErrorContext", "Event", "EventBatch", "EventHub",
+        "EventHubProperties", "EventProcessor", "Hub", "LastEnqueuedEventProperties", "Ownership",
+        "PartitionContext", "PartitionProcessor", "PartitionProperties", "PartitionReceiver", "PartitionStream",
+        "Position", "RxHubsError", "Shutdown", "__version__", "arun", "consume", "emulator", "errors",
+        "operators", "partition_batches", "partitions", "run", "spark", "stores", "testing",
+    },
+    "rxhubs.operators": {"checkpoint", "process"},
+    "rxhubs.stores": {
+        "BlobCheckpointStore", "CheckpointStore", "InMemoryCheckpointStore", "SdkCheckpointStore",
+        "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store", "from_url",
+    },
+    "rxhubs.spark": {
+        "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",
+        "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
+        "to_dataframe", "write",
+    },
+    "rxhubs.emulator": {"BackgroundEmulator", "Emulator"},
+    "rxhubs.testing": {
+        "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "Signal", "marble_test",
+        "never", "now", "sleep", "symbols", "to_symbols",
+    },
+    "rxhubs.errors": {
+        "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
+        "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
+        "SinkError", "StoreError", "TransportError",
+    },
+    "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
+    "rxhubs.balancing": {
+        "BalancingLoop", "BalancingSettings", "ConsumerOptions", "ConsumerSettings", "DEFAULT_EXPIRATION",
+        "DEFAULT_INTERVAL", "LoopListener", "PRESENCE_SUFFIX", "PartitionSession", "PartitionStream", "Plan",
+        "SessionState", "Strategy", "consume", "partitions", "plan", "presence_group",
+    },
+    "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
+    "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(EXPORTS))
+def test_every_public_package_exports_exactly_its_pinned_names(package: str) -> None:
+    module = importlib.import_module(package)
+    assert set(module.__all__) == EXPORTS[package]
+    assert len(module.__all__) == len(set(module.__all__))
+    for name in module.__all__:
+        assert getattr(module, name) is not None, f"{package}.{name}"
+
+
+def test_the_brief_names_stay_where_they_are() -> None:
+    """The names ../shared/BRIEF.md promises, at the paths it gives."""
     stores = importlib.import_module("rxhubs.stores")
     assert {"InMemoryCheckpointStore", "SqliteCheckpointStore", "BlobCheckpointStore"} <= set(stores.__all__)
-    operators = importlib.import_module("rxhubs.operators")
-    assert "checkpoint" in operators.__all__
-    spark = importlib.import_module("rxhubs.spark")
-    assert {"write", "to_dataframe"} <= set(spark.__all__)
-    emulator = importlib.import_module("rxhubs.emulator")
-    assert "Emulator" in emulator.__all__
+    assert {"write", "to_dataframe"} <= set(importlib.import_module("rxhubs.spark").__all__)
+    assert "Emulator" in importlib.import_module("rxhubs.emulator").__all__
+    assert {"checkpoint", "process"} <= set(importlib.import_module("rxhubs.operators").__all__)
+    assert "InMemoryEventHub" in importlib.import_module("rxhubs.testing").__all__
+    assert callable(rxhubs.EventHub.from_connection_string)
 
 
 def test_importing_rxhubs_does_not_import_spark() -> None:

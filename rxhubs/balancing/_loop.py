@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
-from typing import Literal, Protocol, TypeVar
+from typing import TypeVar
 
 from reactivex import abc
 
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, deadline, from_coroutine, sleep
+from rxhubs.balancing._holdings import Holdings
+from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
+from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore
@@ -46,8 +48,6 @@ log = logging.getLogger("rxhubs.balancing")
 
 T = TypeVar("T")
 
-RevokeReason = Literal["handover", "shutdown", "dispose"]
-
 #: Partition ids are re-read from the hub every this many rounds (partitions can be added to a hub).
 _REFRESH_IDS_EVERY = 30
 #: Attempts at the final release before the records are left to expire.
@@ -56,29 +56,7 @@ _FINAL_ATTEMPTS = 4
 _OPERATIONS = {"list_ownership": "list", "list_checkpoints": "list", "claim_ownership": "claim"}
 
 
-class LoopListener(Protocol):
-    """What the loop tells the owner of the partition streams."""
-
-    def on_acquired(self, session: PartitionSession, checkpoint: Checkpoint | None) -> None:
-        """Start reading ``session``'s partition; ``checkpoint`` is its stored checkpoint."""
-
-    def on_revoke(self, session: PartitionSession, reason: RevokeReason) -> None:
-        """Stop reading, finish, flush, then call :meth:`BalancingLoop.ready` so the loop releases it."""
-
-    def on_lost(self, session: PartitionSession) -> None:
-        """The partition is not this consumer's any more: stop reading at once; write nothing for it."""
-
-    def on_released(self, session: PartitionSession) -> None:
-        """The partition was released (or its release attempted): it is not this consumer's any more."""
-
-    def on_error(self, operation: str, error: Exception) -> None:
-        """A balancing step failed (``"list"``, ``"claim"`` or ``"release"``); the loop retries it."""
-
-    def on_stopped(self, error: Exception | None) -> None:
-        """After :meth:`BalancingLoop.stop`: everything is released; the loop is done (``error``: why, if fatal)."""
-
-
-class BalancingLoop:
+class BalancingLoop(Holdings):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
     Args:
@@ -235,7 +213,7 @@ class BalancingLoop:
                 listed = await self._store("list_checkpoints", lambda: self.store.list_checkpoints(ns, hub, group))
                 self.baseline_checkpoints = {c.partition_id: c for c in listed}
             decision = self._plan(records, presence, ids)
-            releases = self._ready_releases()
+            releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
@@ -288,7 +266,7 @@ class BalancingLoop:
             await self._wake.wait(remaining)
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
-                releases = self._ready_releases()
+                releases = releases_of(self.sessions.values())
                 await self._release_with_presence([*releases, await self._final_presence_record()])
             except Exception as exc:
                 self.listener.on_error("release", exc)
@@ -357,7 +335,7 @@ class BalancingLoop:
         sent_at: float,
     ) -> None:
         """Take the claim's outcome in: new sessions, renewed records, partitions lost, handovers begun."""
-        records, presence = self._split(won)
+        records, presence = split_won(won, self.presence_group, self.owner_id)
         self._presence_etag = presence.etag if presence is not None else None
         self._forget_released(releases)
         claimed: set[str] = set()
@@ -408,7 +386,7 @@ class BalancingLoop:
                 self.listener.on_acquired(session, checkpoints.get(pid))
 
     async def _release_ready(self) -> None:
-        releases = self._ready_releases()
+        releases = releases_of(self.sessions.values())
         try:
             await self._store("claim_ownership", lambda: self.store.claim_ownership(releases))
         except Exception as exc:
@@ -427,7 +405,7 @@ class BalancingLoop:
         except Exception:
             self._expire()
             return False
-        records, _ = self._split(won)
+        records, _ = split_won(won, self.presence_group, self.owner_id)
         for pid, record in records.items():
             session = self.sessions.get(pid)
             if session is not None:
@@ -450,85 +428,17 @@ class BalancingLoop:
     # -- records -------------------------------------------------------------------------------------------
     def _presence_record(self, presence: list[Ownership] | None, owner_id: str) -> Ownership:
         ns, hub, _ = self.group
-        etag = self._presence_etag
-        if presence is not None:
-            etag = None
-            for record in presence:
-                if record.partition_id.lower() == self.owner_id.lower():
-                    etag = record.etag
+        etag = self._presence_etag if presence is None else presence_etag(presence, self.owner_id)
         return Ownership(ns, hub, self.presence_group, self.owner_id, owner_id, None, etag)
 
-    def _ready_releases(self) -> list[Ownership]:
-        return [replace(s.record, owner_id="") for s in self.sessions.values() if s.ready]
-
-    def _split(self, won: list[Ownership]) -> tuple[dict[str, Ownership], Ownership | None]:
-        presence: Ownership | None = None
-        records: dict[str, Ownership] = {}
-        for record in won:
-            if record.consumer_group.lower() == self.presence_group.lower():
-                if record.partition_id.lower() == self.owner_id.lower():
-                    presence = record
-            else:
-                records[record.partition_id] = record
-        return records, presence
-
-    def _forget_released(self, releases: list[Ownership]) -> None:
-        for release in releases:
-            session = self.sessions.pop(release.partition_id, None)
-            if session is not None:
-                session.released()
-                self.listener.on_released(session)
-
-    def _lose(self, partition_id: str) -> None:
-        session = self.sessions.pop(partition_id, None)
-        if session is not None:
-            session.lose()
-            self.listener.on_lost(session)
-
     # -- time ------------------------------------------------------------------------------------------------
-    def _now(self) -> float:
-        return self.scheduler.now.timestamp()
-
     def _due_after(self, started: float) -> float:
         """When the next round is due after a successful one that began at ``started``."""
-        interval = self.settings.load_balancing_interval
-        due = started + interval
         expiry = self.last_plan.earliest_expiry if self.last_plan is not None else None
-        if expiry is not None and expiry < due:
-            # another owner's record expires before our next round: look again right after it expires,
-            # but at most once per half interval (a mass crash must not turn into a storm of rounds)
-            early = max(expiry + interval / 100, self._last_early + interval / 2, self._now())
-            if early < due:
-                due = self._last_early = early
+        due, early = next_round(started, self.settings.load_balancing_interval, expiry, self._last_early, self._now())
+        if early:
+            self._last_early = due
         return due
-
-    def _arm_watchdog(self) -> None:
-        """Give up partitions whose renewal is older than the expiration, the moment it is (a timer)."""
-        if self._watchdog is not None:
-            self._watchdog.dispose()
-            self._watchdog = None
-        if not self.sessions or self._finished:
-            return
-        due = min(s.renewed_at for s in self.sessions.values()) + self.settings.ownership_expiration
-        self._watchdog = self.scheduler.schedule_relative(max(0.0, due - self._now()), lambda *_: self._expire())
-
-    def _expire(self) -> None:
-        now = self._now()
-        for pid, session in list(self.sessions.items()):
-            if session.renewed_at + self.settings.ownership_expiration <= now:
-                log.warning(
-                    "balancing: ownership of partition %s expired (no renewal for %.1f s): stopping its reader",
-                    pid,
-                    now - session.renewed_at,
-                )
-                self._lose(pid)
-        self._arm_watchdog()
-        self._wake.set()
-
-    def _avoid_after_failure(self, partition_id: str) -> None:
-        failures = self.failures[partition_id] = self.failures.get(partition_id, 0) + 1
-        wait = self.settings.load_balancing_interval * min(2 ** (failures - 1), 32)
-        self.avoid[partition_id] = self._now() + wait
 
     # -- the end -------------------------------------------------------------------------------------------
     def _finish(self, releases: list[Ownership]) -> None:

@@ -1,6 +1,7 @@
 """Plots for docs/performance.md: a rebalance timeline and throughput bars.
 
-``python -m rxhubs.bench._plots OUT_DIR [FIGURES.jsonl]`` writes ``rebalance_timeline.png`` (a second consumer
+``rxhubs bench SCENARIO --plot OUT_DIR`` (or ``python -m rxhubs.bench._plots OUT_DIR [FIGURES.jsonl]``)
+writes ``rebalance_timeline.png`` (a second consumer
 joins an owner of 32 partitions: partitions it reads, per load-balancing interval, for rxhubs and for the
 official processor's rules, both simulated in virtual time by the ``rebalance`` scenario's machinery) and,
 given the JSON lines of ``rxhubs bench ... --json``, ``throughput.png`` (events/s of rxhubs and its baseline
@@ -87,6 +88,18 @@ def plot_throughput(out: Path, figures: Iterable[Mapping[str, Any]]) -> Path | N
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def draw(out: Path, figures: Iterable[Mapping[str, Any]], *, rebalance: bool) -> list[Path]:
+    """The plots of a benchmark run: throughput bars (if it measured events/s), the rebalance timeline."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if rebalance:
+        paths.append(plot_rebalance(out, rebalance_timeline()))
+    bars = plot_throughput(out, list(figures))
+    if bars is not None:
+        paths.append(bars)
+    return paths
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any
 
 from rxhubs.bench._report import format_table, to_json_lines
@@ -31,6 +32,7 @@ EXAMPLES = """examples:
   rxhubs bench overhead            Rx overhead per batch vs a plain receive loop
   rxhubs bench rebalance --json    convergence in load-balancing intervals, one JSON object per line
   rxhubs bench all --quick         every scenario, shorter runs
+  rxhubs bench rebalance --plot docs/img   also draw the plots of docs/performance.md
 """
 
 
@@ -46,6 +48,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per figure, one per line")
     parser.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
     parser.add_argument("--duration", type=float, default=None, help="seconds, for time-based scenarios (soak)")
+    parser.add_argument(
+        "--plot",
+        metavar="DIR",
+        default=None,
+        help="also draw docs/performance.md's plots into DIR (throughput bars; the rebalance timeline)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -61,12 +69,19 @@ def run(args: argparse.Namespace) -> int:
         names = [args.scenario]
     else:
         raise ConfigurationError(f"unknown scenario {args.scenario!r} (choose from {', '.join(available)}, all)")
+    every: list[dict[str, Any]] = []
     for name in names:
         module = importlib.import_module(SCENARIOS[name])
         figures = module.run(args)
+        every.extend(figures)
         if args.json:
             print(to_json_lines(figures), flush=True)
         else:
             print(format_table(figures), flush=True)
             print(file=sys.stdout, flush=True)
+    if args.plot:
+        from rxhubs.bench._plots import draw
+
+        for path in draw(Path(args.plot), every, rebalance="rebalance" in names):
+            print(f"wrote {path}", file=sys.stderr, flush=True)
     return 0

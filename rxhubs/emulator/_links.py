@@ -19,7 +19,7 @@ from rxhubs.emulator._codec import Array, DecodeError
 from rxhubs.emulator._hubs import Hub, Partition, StartPosition, now_ms
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._connection import Session
+    from rxhubs.emulator._amqp_session import Session
 
 _LOG = logging.getLogger("rxhubs.emulator")
 

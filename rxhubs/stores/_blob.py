@@ -3,41 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import re
-import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
     ResourceExistsError,
     ResourceModifiedError,
     ResourceNotFoundError,
 )
 from azure.storage.blob import ContainerClient as SyncContainerClient
-from azure.storage.blob.aio import ContainerClient, LinearRetry
+from azure.storage.blob.aio import ContainerClient
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import ConfigurationError, RxHubsError, StoreError
+from rxhubs.stores._blob_client import (
+    _Blob,
+    _check_container_name,
+    _client_options,
+    _code,
+    _connection_string_secrets,
+    _Container,
+    _environment_proxies,
+    _ThreadedContainer,
+    _url_secrets,
+    _wants_environment_proxies,
+    storage_error,
+)
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
 from rxhubs.stores._contract import CheckpointStore
 
-if TYPE_CHECKING:
-    from azure.storage.blob import BlobClient as SyncBlobClient
-    from azure.storage.blob.aio import BlobClient
-
 __all__ = ["BlobCheckpointStore"]
-
-_T = TypeVar("_T")
-
-_CONTAINER_NAME = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
-_SECRET_KEYS = {"accountkey", "sharedaccesssignature", "sig"}
 
 
 def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, kind: str) -> str:
@@ -230,33 +228,7 @@ class BlobCheckpointStore(CheckpointStore):
 
     def _error(self, exc: BaseException, what: str) -> StoreError:
         """Translate an azure-storage-blob / transport failure into a StoreError with a safe message."""
-        where = f"blob store {self._url}: {what}"
-        if isinstance(exc, ClientAuthenticationError) or (
-            isinstance(exc, HttpResponseError) and exc.status_code in (401, 403)
-        ):
-            return StoreError(
-                f"{where}: the storage account refused the credentials (HTTP {getattr(exc, 'status_code', '?')}"
-                f"{_code(exc)}); check the key, SAS token or role assignment",
-                retriable=False,
-            )
-        if isinstance(exc, ResourceNotFoundError) and _code(exc) == ", ContainerNotFound":
-            return StoreError(
-                f"{where}: container {self.container_name!r} does not exist (create it, or let the store create "
-                "it with create_container=True)",
-                retriable=False,
-            )
-        if isinstance(exc, HttpResponseError) and exc.status_code is not None:
-            retriable = exc.status_code >= 500 or exc.status_code in (408, 429)
-            message = redact(str(exc.message or exc.reason or ""), self._secrets).splitlines()
-            return StoreError(
-                f"{where}: HTTP {exc.status_code}{_code(exc)}: {message[0] if message else ''}".rstrip(": "),
-                retriable=retriable,
-            )
-        text = redact(str(exc), self._secrets).splitlines()
-        return StoreError(
-            f"{where}: cannot reach the storage account ({type(exc).__name__}: {text[0] if text else ''})".rstrip(),
-            retriable=True,
-        )
+        return storage_error(exc, f"blob store {self._url}: {what}", self.container_name, self._secrets)
 
     async def _ensure_container(self) -> None:
         if not self._create_container:
@@ -465,122 +437,3 @@ class BlobCheckpointStore(CheckpointStore):
 
     def __repr__(self) -> str:
         return f"BlobCheckpointStore({self._url!r})"
-
-
-class _ThreadedBlob:
-    """The two calls the store makes on a blob, over a sync ``BlobClient``, each in a worker thread."""
-
-    def __init__(self, blob: SyncBlobClient) -> None:
-        self._blob = blob
-
-    async def upload_blob(self, data: bytes, **kwargs: Any) -> dict[str, Any]:
-        return await _in_thread(self._blob.upload_blob, data, **kwargs)
-
-    async def set_blob_metadata(self, metadata: dict[str, str], **kwargs: Any) -> dict[str, Any]:
-        return await _in_thread(self._blob.set_blob_metadata, metadata, **kwargs)
-
-
-class _ThreadedContainer:
-    """The calls the store makes on a container, over a sync ``ContainerClient``, each in a worker thread.
-
-    The event loop never waits on the sync client's socket: every request (a listing with all its pages, too)
-    runs through ``asyncio.to_thread``. Azure SDK clients are thread-safe, so concurrent claims are fine.
-    """
-
-    def __init__(self, client: SyncContainerClient) -> None:
-        self._sync = client
-
-    @property
-    def url(self) -> str:
-        return str(self._sync.url)
-
-    @property
-    def container_name(self) -> str:
-        return str(self._sync.container_name)
-
-    @property
-    def credential(self) -> Any:
-        return self._sync.credential
-
-    def get_blob_client(self, name: str) -> _ThreadedBlob:
-        return _ThreadedBlob(self._sync.get_blob_client(name))
-
-    async def create_container(self) -> Any:
-        return await _in_thread(self._sync.create_container)
-
-    async def list_blobs(self, **kwargs: Any) -> AsyncIterator[Any]:
-        for blob in await _in_thread(lambda: list(self._sync.list_blobs(**kwargs))):
-            yield blob
-
-    async def close(self) -> None:
-        await _in_thread(self._sync.close)
-
-    async def __aenter__(self) -> _ThreadedContainer:
-        return self
-
-
-_Container: TypeAlias = "ContainerClient | _ThreadedContainer"
-_Blob: TypeAlias = "BlobClient | _ThreadedBlob"
-
-
-async def _in_thread(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
-
-
-def _code(exc: BaseException) -> str:
-    code = getattr(exc, "error_code", None)
-    return f", {code}" if code else ""
-
-
-def _check_container_name(name: object) -> None:
-    if not isinstance(name, str) or not _CONTAINER_NAME.fullmatch(name):
-        raise ConfigurationError(
-            f"invalid blob container name {name!r}: 3-63 lower-case letters, digits and single hyphens, "
-            "starting and ending with a letter or digit"
-        )
-
-
-def _url_secrets(url: str) -> list[str]:
-    query = urlsplit(url).query
-    return [query, *(v for k, v in parse_qsl(query) if k.lower() in _SECRET_KEYS)] if query else []
-
-
-def _connection_string_secrets(conn_str: object) -> list[str]:
-    if not isinstance(conn_str, str):
-        return []
-    secrets = [conn_str]
-    for part in conn_str.split(";"):
-        name, _, value = part.partition("=")
-        if name.strip().lower() in _SECRET_KEYS and value:
-            secrets.append(value.strip())
-    return secrets
-
-
-def _wants_environment_proxies(options: dict[str, Any]) -> bool:
-    return not {"use_env_settings", "proxies", "transport"} & options.keys()
-
-
-def _client_options(url: str | None, options: dict[str, Any]) -> dict[str, Any]:
-    """Fail-fast retries and time-outs, and proxies read once from the environment, unless overridden."""
-    options = dict(options)
-    if "retry_policy" not in options and "retry_total" not in options:
-        options["retry_policy"] = LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2)  # type: ignore[arg-type]
-    options.setdefault("connection_timeout", 10)
-    options.setdefault("read_timeout", 30)
-    if _wants_environment_proxies(options):
-        # aiohttp would look up netrc and proxy variables in a thread on every request; do it once here.
-        options["use_env_settings"] = False
-        proxies = _environment_proxies(url) if url else None
-        if proxies:
-            options["proxies"] = proxies
-    return options
-
-
-def _environment_proxies(url: str) -> dict[str, str] | None:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme)
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    return {parts.scheme: proxy}

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import random
+import time
 from typing import Any
 
+from azure.eventhub import EventHubConsumerClient, LoadBalancingStrategy
 from azure.eventhub._eventprocessor.in_memory_checkpoint_store import InMemoryCheckpointStore as SdkMemoryStore
-from reactivex.testing import TestScheduler
+from azure.eventhub._eventprocessor.ownership_manager import OwnershipManager
 
 import rxhubs
 from rxhubs._shutdown import Shutdown
 from rxhubs.balancing import presence_group
-from rxhubs.bench._rebalance import balance_ownership_official
 from rxhubs.testing import InMemoryEventHub
 
 
@@ -34,16 +34,8 @@ async def test_presence_records_are_invisible_to_the_sdk_and_its_rules_claim_onl
     assert [(o["partition_id"], o["owner_id"]) for o in presence] == [("rx", "rx")]
 
     # an SDK processor joining runs its rules on what it lists: only the hub's partitions can come up
-    to_claim = balance_ownership_official(
-        [dict(o) for o in listed],
-        list(hub.partition_ids),
-        owner_id="sdk",
-        now=listed[0]["last_modified_time"] + 1000.0,  # everything expired: all claimable
-        ownership_timeout=0.2,
-        namespace=ns,
-        eventhub_name=name,
-        consumer_group="$Default",
-        rng=random.Random(1),
+    to_claim = sdk_rules("sdk", ownership_timeout=-1.0)._balance_ownership(  # every record expired: claimable
+        [dict(o) for o in listed], list(hub.partition_ids)
     )
     assert {o["partition_id"] for o in to_claim} <= set(hub.partition_ids)
 
@@ -67,30 +59,27 @@ def test_the_balanced_strategy_moves_one_partition_per_round_with_the_real_loop(
     assert g.counts() == {"a": 4, "b": 4}
 
 
-def test_the_ported_rules_steal_one_partition_per_round(**_: Any) -> None:
-    """Sanity check of the bench's baseline: a newcomer facing one owner of 8 steals exactly one."""
+def sdk_rules(owner_id: str, ownership_timeout: float) -> Any:
+    """The official processor's own balancing rules (azure-eventhub's OwnershipManager, greedy)."""
+    conn = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=a2V5;EntityPath=h"
+    client = EventHubConsumerClient.from_connection_string(conn, "$Default")
+    return OwnershipManager(client, "$Default", owner_id, None, ownership_timeout, LoadBalancingStrategy.GREEDY, None)
+
+
+def test_the_official_rules_steal_one_partition_per_round() -> None:
+    """What the rebalance benchmark's baseline models: a newcomer facing one owner of 8 steals exactly one."""
+    now = time.time()
     listed = [
         {
-            "fully_qualified_namespace": "ns",
+            "fully_qualified_namespace": "ns.servicebus.windows.net",
             "eventhub_name": "h",
             "consumer_group": "$Default",
             "partition_id": str(p),
             "owner_id": "a",
-            "last_modified_time": 100.0,
+            "last_modified_time": now,
             "etag": str(p),
         }
         for p in range(8)
     ]
-    claims = balance_ownership_official(
-        listed,
-        [str(p) for p in range(8)],
-        owner_id="b",
-        now=101.0,
-        ownership_timeout=30.0,
-        namespace="ns",
-        eventhub_name="h",
-        consumer_group="$Default",
-        rng=random.Random(3),
-    )
+    claims = sdk_rules("b", ownership_timeout=30.0)._balance_ownership(listed, [str(p) for p in range(8)])
     assert len(claims) == 1 and claims[0]["owner_id"] == "b"
-    assert TestScheduler  # the scheduler-based variant is the bench itself
