@@ -209,3 +209,27 @@ class ReceiverContract:
         ) as r2:
             assert bodies(await drain(r1, 3)) == [b"a", b"b", b"c"]
             assert bodies(await drain(r2, 2)) == [b"b", b"c"]
+
+    async def test_receive_nowait_hands_out_only_what_is_already_received(self, env: HubEnv) -> None:
+        async with env.hub.receiver("1", env.consumer_group) as receiver:
+            assert receiver.receive_nowait(10) == []  # nothing received yet; it never waits nor opens
+            await env.send([b"a", b"b", b"c", b"d"], "1")
+            first = await receiver.receive_batch(1, max_wait=5.0)
+            rest = await drain_nowait(receiver, 3)
+            assert bodies(first + rest) == [b"a", b"b", b"c", b"d"]
+            assert receiver.receive_nowait(10) == []
+            with pytest.raises(ConfigurationError):
+                receiver.receive_nowait(0)
+        with pytest.raises(ReceiverClosedError):
+            receiver.receive_nowait(1)
+
+
+async def drain_nowait(receiver: PartitionReceiver, expected: int) -> list[Event]:
+    """What receive_nowait hands out, giving the transport time to receive (without ever pulling)."""
+    got: list[Event] = []
+    for _ in range(100):
+        got.extend(receiver.receive_nowait(2))
+        if len(got) >= expected:
+            break
+        await asyncio.sleep(0.05)
+    return got
