@@ -66,13 +66,13 @@ def producer_links(events: Iterable[Event], limit: int) -> list[Link]:
     if limit <= 0:
         return []
     propagator = propagate.get_global_textmap()
-    fields = {*propagator.fields, _DIAGNOSTIC_ID}
+    fields = frozenset((*propagator.fields, _DIAGNOSTIC_ID))
     links: list[Link] = []
     seen: set[tuple[int, int]] = set()
     raw_seen: set[str | bytes] = set()
     for event in events:
         properties = event.properties
-        if not properties or not any(name in properties for name in fields):
+        if not properties or fields.isdisjoint(properties):
             continue
         raw = properties.get(_TRACEPARENT) or properties.get(_DIAGNOSTIC_ID)
         if isinstance(raw, str | bytes):
