@@ -5,6 +5,7 @@ batch spans link to the producer's message spans."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -143,3 +144,26 @@ async def test_batch_spans_link_the_azure_sdk_producers_message_spans(
         ]
         assert span.attributes["server.address"] == "127.0.0.1"  # type: ignore[index]
         assert span.attributes["messaging.consumer.group.name"] == "rxhubs"  # type: ignore[index]
+
+
+async def test_a_plain_function_in_its_worker_thread_runs_inside_the_batch_span(exported: Exported) -> None:
+    tracer = exported.tracer_provider.get_tracer("app")
+    hub = InMemoryEventHub(partition_count=1)
+    hub.send([b"a", b"b"], partition_id="0")
+    threads: list[str] = []
+
+    def blocking_work(batch: EventBatch) -> None:  # hops.process runs it in a worker thread
+        threads.append(threading.current_thread().name)
+        with tracer.start_as_current_span("blocking call"):
+            pass
+
+    stop = rxhubs.Shutdown()
+    pipeline = rxhubs.partition_batches(hub, "0", max_wait=0.05).pipe(
+        hops.process(blocking_work), hops.process(lambda batch: stop.request(), blocking=False)
+    )
+    await asyncio.wait_for(rxhubs.arun(pipeline, shutdown=stop, signals=()), 30)
+    assert threads and threads[0] != threading.main_thread().name
+    [inner] = exported.spans("blocking call")
+    work_span, stop_span = exported.spans("process telemetry")  # one per hops.process, in the order they ended
+    assert inner.parent is not None and inner.parent.span_id == work_span.context.span_id
+    assert inner.context.trace_id == work_span.context.trace_id != stop_span.context.trace_id
