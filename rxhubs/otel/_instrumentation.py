@@ -122,6 +122,18 @@ class OpenTelemetry(Telemetry):
     ) -> T:
         c = checkpoint
         context = PartitionContext(c.fully_qualified_namespace, c.eventhub_name, c.consumer_group, c.partition_id)
+        span, token = self._start_checkpoint_span(c, context), None
+        try:
+            if span is not None:
+                token = otel_context.attach(trace.set_span_in_context(span, _ROOT))
+            result = await write
+        except BaseException as error:
+            self._checkpoint_done(context, span, token, error, counted=session is not None)
+            raise
+        self._checkpoint_done(context, span, token, None, counted=False)
+        return result
+
+    def _start_checkpoint_span(self, c: Checkpoint, context: PartitionContext) -> Span | None:
         try:
             attributes: dict[str, Any] = {
                 **self.metrics.attributes(context, "checkpoint"),
@@ -130,48 +142,60 @@ class OpenTelemetry(Telemetry):
             }
             if c.offset is not None:
                 attributes[n.CHECKPOINT_OFFSET] = c.offset
-            span = self.tracer.start_span(
+            return self.tracer.start_span(
                 f"checkpoint {c.eventhub_name}", context=_ROOT, attributes=attributes, record_exception=False
             )
+        except Exception as exc:  # no span; the measurements are still taken
+            self._failed_inside("checkpoint span", exc)
+            return None
+
+    def _checkpoint_done(
+        self,
+        context: PartitionContext,
+        span: Span | None,
+        token: Token[otel_context.Context] | None,
+        error: BaseException | None,
+        *,
+        counted: bool,
+    ) -> None:
+        """End the span; count a failure (unless the consumer reports it: ``counted``) or note the write."""
+        try:
+            if token is not None:
+                otel_context.detach(token)
+            if span is not None:
+                if error is not None:
+                    _mark_failed(span, error)
+                span.end()
+            if error is None:
+                self.metrics.checkpoint_written(context)
+            elif not counted and isinstance(error, Exception):
+                self.error(context, "checkpoint", error)
         except Exception as exc:
             self._failed_inside("checkpoint", exc)
-            return await write
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                result = await write
-            except BaseException as error:
-                _mark_failed(span, error)
-                if session is None and isinstance(error, Exception):  # with balancing, the consumer reports it
-                    self.error(context, "checkpoint", error)
-                raise
-        self.metrics.checkpoint_written(context)
-        return result
 
     # -- ownership ---------------------------------------------------------------------------------------------
-    def _ownership_span(self, operation: str, context: PartitionContext, owner_id: str, extra: dict[str, Any]) -> None:
-        attributes = {**self.metrics.attributes(context, operation), n.CLIENT_ID: owner_id, **extra}
-        self.tracer.start_span(f"{operation} {context.eventhub_name}", context=_ROOT, attributes=attributes).end()
+    def _ownership(
+        self, operation: str, change: str, context: PartitionContext, owner_id: str, extra: dict[str, Any]
+    ) -> None:
+        """A span marking the change (``<operation> <hub>``), and its count."""
+        try:
+            attributes = {**self.metrics.attributes(context, operation), n.CLIENT_ID: owner_id, **extra}
+            self.tracer.start_span(f"{operation} {context.eventhub_name}", context=_ROOT, attributes=attributes).end()
+        except Exception as exc:
+            self._failed_inside(f"{operation} span", exc)
+        try:
+            self.metrics.ownership(context, change, extra.get(n.OWNERSHIP_REASON))
+        except Exception as exc:
+            self._failed_inside(f"{operation} metrics", exc)
 
     def claimed(self, context: PartitionContext, owner_id: str, stolen: bool) -> None:
-        try:
-            self._ownership_span("claim", context, owner_id, {n.OWNERSHIP_STOLEN: stolen})
-            self.metrics.ownership(context, "claimed")
-        except Exception as exc:
-            self._failed_inside("claimed", exc)
+        self._ownership("claim", "claimed", context, owner_id, {n.OWNERSHIP_STOLEN: stolen})
 
     def released(self, context: PartitionContext, owner_id: str) -> None:
-        try:
-            self._ownership_span("release", context, owner_id, {})
-            self.metrics.ownership(context, "released")
-        except Exception as exc:
-            self._failed_inside("released", exc)
+        self._ownership("release", "released", context, owner_id, {})
 
     def lost(self, context: PartitionContext, owner_id: str, reason: LossReason) -> None:
-        try:
-            self._ownership_span("lose", context, owner_id, {n.OWNERSHIP_REASON: reason})
-            self.metrics.ownership(context, "lost", reason)
-        except Exception as exc:
-            self._failed_inside("lost", exc)
+        self._ownership("lose", "lost", context, owner_id, {n.OWNERSHIP_REASON: reason})
 
     # -- errors ------------------------------------------------------------------------------------------------
     def error(self, context: PartitionContext, operation: str, error: BaseException) -> None:
@@ -199,32 +223,32 @@ class _Processing:
         self._started = 0.0
 
     def __enter__(self) -> Span:
+        self._started = now()
         try:
             span = self._span = self._owner.start_process_span(self._batch, self._attempt)
             self._token = otel_context.attach(trace.set_span_in_context(span, _ROOT))
-        except Exception as exc:
-            self._owner._failed_inside("process", exc)
-            self._span = None
+        except Exception as exc:  # no span; the measurements are still taken
+            self._owner._failed_inside("process span", exc)
             return trace.INVALID_SPAN
-        self._started = now()
         return span
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _: TracebackType | None
     ) -> None:
-        span = self._span
-        if span is None:
-            return
         seconds = max(0.0, now() - self._started)
-        owner, batch = self._owner, self._batch
+        owner, batch, span = self._owner, self._batch, self._span
+        if span is not None:
+            try:
+                if self._token is not None:
+                    otel_context.detach(self._token)
+                if error is not None:
+                    _mark_failed(span, error)
+                span.end()
+            except Exception as exc:
+                owner._failed_inside("process span", exc)
         try:
-            if self._token is not None:
-                otel_context.detach(self._token)
-            if error is not None:
-                _mark_failed(span, error)
-                if batch._session is None and isinstance(error, Exception):  # with balancing it is reported
-                    owner.error(batch.context, "process", error)
-            span.end()
+            if error is not None and batch._session is None and isinstance(error, Exception):
+                owner.error(batch.context, "process", error)  # with balancing, the consumer reports it
             owner.metrics.processed_batch(batch, seconds, None if error is None else _error_type(error))
         except Exception as exc:
-            owner._failed_inside("process", exc)
+            owner._failed_inside("process metrics", exc)

@@ -3,9 +3,12 @@ errors counted by operation, failed attempts marked on their spans, and no secre
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
+import pytest
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 from reactivex.testing import TestScheduler
 
@@ -169,3 +172,44 @@ def test_without_balancing_failed_work_and_checkpoint_writes_are_counted_once_ea
     assert [s.status.status_code for s in exported.spans("checkpoint telemetry")] == [
         StatusCode.ERROR, StatusCode.ERROR, StatusCode.UNSET
     ]
+
+
+class BrokenTracer(trace.Tracer):
+    """A tracer that fails to start spans (a misconfigured SDK or exporter plug-in, say)."""
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        raise RuntimeError("tracer broken")
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("tracer broken")
+
+
+class BrokenTracerProvider(trace.TracerProvider):
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return BrokenTracer()
+
+
+def test_a_failing_tracer_never_stops_the_pipeline_and_the_metrics_go_on(
+    exported: Exported, caplog: pytest.LogCaptureFixture
+) -> None:
+    rxhubs.otel.instrument(tracer_provider=BrokenTracerProvider(), meter_provider=exported.meter_provider)
+    scheduler = TestScheduler()
+    hub, store = InMemoryEventHub(partition_count=1), InMemoryCheckpointStore()
+    hub.send([b"1", b"2", b"3"], partition_id="0")
+    done: list[int] = []
+    with caplog.at_level(logging.DEBUG, logger="rxhubs.otel"):
+        rxhubs.consume(hub, GROUP, store, owner_id="me", max_batch_size=1).pipe(
+            hops.process(lambda batch: None), hops.checkpoint(store, max_interval=None, every=1)
+        ).subscribe(lambda batch: done.append(batch.last_sequence_number), scheduler=scheduler)
+        scheduler.advance_to(5.0)
+    assert done == [0, 1, 2]
+    _, checkpoints = store.peek(hub.fully_qualified_namespace, hub.eventhub_name, GROUP)
+    assert [c.sequence_number for c in checkpoints] == [2]
+    assert by(exported.points("rxhubs.events.processed"), PID) == {"0": 3}
+    assert by(exported.points("rxhubs.ownership.changes"), PID) == {"0": 1}
+    assert len(exported.points("rxhubs.checkpoint.age")) == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sorted(w.split(" in ")[1].split(" (")[0] for w in warnings) == [
+        "checkpoint span", "claim span", "process span"
+    ]  # once per kind; the repeats are DEBUG
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) >= 4
