@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Spark", "rxhubs.spark", [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
+    ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink",

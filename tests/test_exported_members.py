@@ -63,6 +63,7 @@ EXPORTS = {
     },
     "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
     "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
+    "rxhubs.otel": {"instrument", "is_instrumented", "traced", "uninstrument"},
 }
 
 
@@ -93,3 +94,23 @@ def test_importing_rxhubs_does_not_import_spark() -> None:
     code = "import sys, rxhubs; print('pyspark' in sys.modules, 'rxhubs.emulator' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_importing_rxhubs_and_running_a_pipeline_does_not_import_opentelemetry() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rxhubs\n"
+        "from rxhubs import operators as hops\n"
+        "from reactivex.testing import TestScheduler\n"
+        "hub, store = rxhubs.testing.InMemoryEventHub(partition_count=1), rxhubs.stores.InMemoryCheckpointStore()\n"
+        "hub.send([b'a'], partition_id='0')\n"
+        "scheduler, seen = TestScheduler(), []\n"
+        "rxhubs.consume(hub, '$Default', store).pipe(hops.process(lambda b: None), hops.checkpoint(store))"
+        ".subscribe(seen.append, scheduler=scheduler)\n"
+        "scheduler.advance_to(1.0)\n"
+        "print(len(seen), sorted(m for m in sys.modules if m.startswith('opentelemetry') or m == 'rxhubs.otel'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "[]"]

@@ -24,6 +24,7 @@ from reactivex import Observable, abc
 from reactivex import operators as ops
 from reactivex.subject import AsyncSubject
 
+from rxhubs import _telemetry
 from rxhubs._batch import EventBatch
 from rxhubs._models import Checkpoint, CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs._rx import from_coroutine
@@ -139,6 +140,7 @@ class Consumer:
         """Call ``on_partition_error`` with an :class:`~rxhubs.ErrorContext` naming ``operation``."""
         c = context
         where = ErrorContext(c.fully_qualified_namespace, c.eventhub_name, c.consumer_group, c.partition_id, operation)
+        _telemetry.hooks.error(c, operation, error)
         self._call_hook("error", where, self.hooks.on_partition_error, where, error).subscribe(scheduler=self.scheduler)
 
     def _group_context(self) -> PartitionContext:

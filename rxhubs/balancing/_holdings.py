@@ -6,6 +6,7 @@ import logging
 
 from reactivex import abc
 
+from rxhubs import _telemetry
 from rxhubs._models import Ownership
 from rxhubs._rx import Signal
 from rxhubs.balancing._listener import LoopListener
@@ -25,6 +26,7 @@ class Holdings:
     ownership expiration (another consumer may own it by then, so reading on would make two readers).
     """
 
+    owner_id: str
     sessions: dict[str, PartitionSession]
     avoid: dict[str, float]
     failures: dict[str, int]
@@ -43,12 +45,14 @@ class Holdings:
             session = self.sessions.pop(release.partition_id, None)
             if session is not None:
                 session.released()
+                _telemetry.hooks.released(session.context, self.owner_id)
                 self.listener.on_released(session)
 
-    def _lose(self, partition_id: str) -> None:
+    def _lose(self, partition_id: str, reason: _telemetry.LossReason) -> None:
         session = self.sessions.pop(partition_id, None)
         if session is not None:
             session.lose()
+            _telemetry.hooks.lost(session.context, self.owner_id, reason)
             self.listener.on_lost(session)
 
     def _arm_watchdog(self) -> None:
@@ -70,7 +74,7 @@ class Holdings:
                     pid,
                     now - session.renewed_at,
                 )
-                self._lose(pid)
+                self._lose(pid, "expired")
         self._arm_watchdog()
         self._wake.set()
 

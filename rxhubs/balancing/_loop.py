@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from reactivex import abc
 
+from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, deadline, from_coroutine, sleep
@@ -163,6 +164,7 @@ class BalancingLoop(Holdings):
         session = self.sessions.pop(partition_id, None)
         if session is not None:
             session.lose()
+            _telemetry.hooks.lost(session.context, self.owner_id, "cut_off")
         self.avoid[partition_id] = self._now() + self.settings.ownership_expiration
         self._wake.set()
 
@@ -347,15 +349,17 @@ class BalancingLoop(Holdings):
             if record is None:
                 if session is not None:
                     log.info("balancing: partition %s was taken over by another consumer", pid)
-                    self._lose(pid)
+                    self._lose(pid, "taken")
             elif session is None:
                 ns, hub, group = self.group
                 self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
+                stolen = any(o.partition_id == pid for o in decision.steal)
+                _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
             else:
                 session.record, session.renewed_at = record, sent_at
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
             log.info("balancing: partition %s is no longer owned by this consumer", pid)
-            self._lose(pid)
+            self._lose(pid, "taken")
         for pid in decision.release:
             session = self.sessions.get(pid)
             if session is None:
@@ -444,7 +448,7 @@ class BalancingLoop(Holdings):
     def _finish(self, releases: list[Ownership]) -> None:
         self._forget_released(releases)
         for pid in list(self.sessions):
-            self._lose(pid)
+            self._lose(pid, "stopped")
         self._finished = True
         if self._watchdog is not None:
             self._watchdog.dispose()

@@ -13,6 +13,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
+from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
@@ -231,9 +232,10 @@ class _Checkpointer:
             self._fail(state, checkpoint, error)
 
         try:
-            from_coroutine(lambda: self.store.update_checkpoint(checkpoint)).subscribe(
-                on_error=failed, on_completed=done, scheduler=self.scheduler
+            write = from_coroutine(
+                lambda: _telemetry.hooks.checkpoint(checkpoint, session, self.store.update_checkpoint(checkpoint))
             )
+            write.subscribe(on_error=failed, on_completed=done, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)
 

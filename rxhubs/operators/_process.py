@@ -14,6 +14,7 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from rxhubs import _telemetry
 from rxhubs._batch import Ack, EventBatch
 from rxhubs._retry import Backoff
 from rxhubs._rx import from_coroutine, to_thread
@@ -133,8 +134,9 @@ class _Processor:
         entry.running = True
         entry.attempts += 1
         lane.running += 1
-        fn, batch = self.fn, entry.batch
-        entry.task = from_coroutine(lambda: _run(fn, batch, self.blocking)).subscribe(
+        fn, batch, attempt = self.fn, entry.batch, entry.attempts
+        work = from_coroutine(lambda: _telemetry.hooks.process(batch, attempt, _run(fn, batch, self.blocking)))
+        entry.task = work.subscribe(
             on_completed=lambda: self._succeeded(lane, entry),
             on_error=lambda error: self._failed(lane, entry, error),
             scheduler=self.scheduler,

@@ -21,6 +21,7 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
+from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, Origin, _Lease
 from rxhubs._models import Event, Position
 from rxhubs._retry import Backoff
@@ -323,6 +324,7 @@ class _Pump:
         self.index += 1
         context, last_enqueued = receiver.context, receiver.last_enqueued_event_properties
         batch = EventBatch(context, tuple(events), last_enqueued, lease, None, origin)
+        _telemetry.hooks.received(batch)
         self.inflight += 1
         lease.hold()
         try:
