@@ -12,12 +12,15 @@ from typing import Any
 
 SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Models", "rxhubs", [
-        "Event", "EventBatch", "PartitionContext", "Position", "Checkpoint", "Ownership", "CloseReason", "Ack",
+        "Event", "EventBatch", "PartitionContext", "Position", "Checkpoint", "Ownership", "CloseReason", "ErrorContext", "Ack",
         "PartitionProperties", "LastEnqueuedEventProperties", "EventHubProperties",
     ]),
     ("Transports", "rxhubs", ["EventHub", "Hub", "PartitionReceiver"]),
-    ("Streams", "rxhubs", ["partition_batches", "partitions", "consume", "PartitionStream", "run", "arun"]),
-    ("Operators", "rxhubs.operators", ["checkpoint"]),
+    ("Streams", "rxhubs", [
+        "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
+    ]),
+    ("Operators", "rxhubs.operators", ["process", "checkpoint"]),
+    ("Processor", "rxhubs", ["EventProcessor", "PartitionProcessor"]),
     ("Stores", "rxhubs.stores", [
         "CheckpointStore", "InMemoryCheckpointStore", "SqliteCheckpointStore", "BlobCheckpointStore",
         "SdkCheckpointStore", "as_checkpoint_store", "from_url",
@@ -28,7 +31,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator"]),
     ("Testing", "rxhubs.testing", [
-        "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink",
+        "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink", "sleep",
+        "Signal",
     ]),
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
