@@ -12,8 +12,8 @@ from typing import Any
 
 SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Models", "rxhubs", [
-        "Event", "EventBatch", "PartitionContext", "Position", "Checkpoint", "Ownership", "CloseReason", "ErrorContext", "Ack",
-        "PartitionProperties", "LastEnqueuedEventProperties", "EventHubProperties",
+        "Event", "EventBatch", "PartitionContext", "Position", "Checkpoint", "Ownership", "CloseReason",
+        "ErrorContext", "Ack", "PartitionProperties", "LastEnqueuedEventProperties", "EventHubProperties",
     ]),
     ("Transports", "rxhubs", ["EventHub", "Hub", "PartitionReceiver"]),
     ("Streams", "rxhubs", [
