@@ -26,7 +26,7 @@ from rxhubs.emulator._links import (
 )
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._connection import Connection
+    from rxhubs.emulator._roles import ConnectionRole
 
 __all__ = ["EPOCH", "HANDLE_MAX", "MAX_PENDING_REPLIES", "SELECTOR", "SESSION_WINDOW", "ProtocolError", "Session"]
 
@@ -51,7 +51,7 @@ class ProtocolError(Exception):
 class Session:
     """An AMQP session: transfer windows, delivery ids and the links attached on it."""
 
-    def __init__(self, connection: Connection, channel: int, next_incoming_id: int, remote_incoming_window: int,
+    def __init__(self, connection: ConnectionRole, channel: int, next_incoming_id: int, remote_incoming_window: int,
                  ) -> None:
         self.connection = connection
         self.channel = channel

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _management
@@ -23,10 +23,11 @@ from rxhubs.emulator._amqp_session import (
     Session,
 )
 from rxhubs.emulator._codec import DecodeError
+from rxhubs.emulator._roles import Writer
 from rxhubs.emulator._sasl import negotiate
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._server import Server
+    from rxhubs.emulator._roles import ServerRole
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
@@ -37,29 +38,10 @@ HANDSHAKE_TIMEOUT = 30.0
 _HDR = struct.Struct(">IBBH")
 
 
-class _Buffered(Protocol):
-    def get_write_buffer_size(self) -> int: ...
-
-
-class Writer(Protocol):
-    """What a connection writes to: an :class:`asyncio.StreamWriter`, or the WebSocket adapter."""
-
-    @property
-    def transport(self) -> _Buffered: ...
-
-    def write(self, data: bytes) -> None: ...
-
-    def is_closing(self) -> bool: ...
-
-    async def drain(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Connection:
     """Serves one TCP connection until the peer closes it, it misbehaves or the server stops."""
 
-    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: Writer) -> None:
+    def __init__(self, server: ServerRole, reader: asyncio.StreamReader, writer: Writer) -> None:
         self.server = server
         self.reader = reader
         self.writer = writer

@@ -19,7 +19,7 @@ from rxhubs.emulator._codec import Array, DecodeError
 from rxhubs.emulator._hubs import Hub, Partition, StartPosition, now_ms
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._amqp_session import Session
+    from rxhubs.emulator._roles import SessionRole
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
@@ -33,7 +33,7 @@ DELIVERY_BYTES = 1024 * 1024
 class Link:
     """State shared by every link: its names, handles and the session it belongs to."""
 
-    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str) -> None:
+    def __init__(self, session: SessionRole, name: str, remote_handle: int, handle: int, address: str) -> None:
         self.session = session
         self.name = name
         self.remote_handle = remote_handle
@@ -71,7 +71,7 @@ class _LinkError(Exception):
 class IncomingLink(Link):
     """The client sends on this link: events (to a hub or partition) or management / CBS requests."""
 
-    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str, *,
+    def __init__(self, session: SessionRole, name: str, remote_handle: int, handle: int, address: str, *,
                  hub: Hub | None, partition: Partition | None, node: str | None, delivery_count: int) -> None:
         super().__init__(session, name, remote_handle, handle, address)
         self.hub = hub
@@ -171,7 +171,7 @@ class IncomingLink(Link):
 class ReplyLink(Link):
     """The server sends replies to ``$cbs`` or ``$management`` requests on this link."""
 
-    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str,
+    def __init__(self, session: SessionRole, name: str, remote_handle: int, handle: int, address: str,
                  node: str) -> None:
         super().__init__(session, name, remote_handle, handle, address)
         self.node = node
@@ -217,7 +217,7 @@ def _credit(perf: fr.Performative, our_delivery_count: int) -> int:
 class ConsumerLink(Link):
     """Streams one partition to a consumer, within its credit, from a start position."""
 
-    def __init__(self, session: Session, name: str, remote_handle: int, handle: int, address: str, *,
+    def __init__(self, session: SessionRole, name: str, remote_handle: int, handle: int, address: str, *,
                  partition: Partition, consumer_group: str, start: StartPosition | None, epoch: int | None,
                  runtime_metrics: bool) -> None:
         super().__init__(session, name, remote_handle, handle, address)

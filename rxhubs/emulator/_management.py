@@ -21,13 +21,13 @@ from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._connection import Connection
+    from rxhubs.emulator._roles import ConnectionRole
 
 _LOG = logging.getLogger("rxhubs.emulator")
 _SAS_PREFIX = "SharedAccessSignature "
 
 
-def handle(connection: Connection, node: str, payload: bytes) -> bytes:
+def handle(connection: ConnectionRole, node: str, payload: bytes) -> bytes:
     """Answer one request message with a reply message (decode errors become a 400 reply)."""
     server = connection.server
     try:
@@ -62,7 +62,7 @@ def handle(connection: Connection, node: str, payload: bytes) -> bytes:
     return msg.response(request.message_id, 400, f"Unsupported management type '{kind}'.")
 
 
-def check_token(connection: Connection, token: str, audience: str) -> tuple[int, str]:
+def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[int, str]:
     """Validate a put-token request (any token passes unless the server has SAS keys).
 
     An accepted token authorizes its audience on ``connection`` until it expires. Refusals use the status

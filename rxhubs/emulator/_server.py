@@ -8,8 +8,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rxhubs.emulator._connection import Connection, Writer
+from rxhubs.emulator._connection import Connection
 from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._roles import Writer
 from rxhubs.emulator._sasl import SaslCheck, plain_checker
 
 if TYPE_CHECKING:

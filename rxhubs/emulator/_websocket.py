@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from rxhubs.emulator._server import Server
+    from rxhubs.emulator._roles import ServerRole
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
@@ -109,7 +109,7 @@ async def _pump(ws: web.WebSocketResponse, reader: asyncio.StreamReader) -> None
 class WebSocketListener:
     """An HTTP listener that upgrades ``GET /$servicebus/websocket`` to AMQP connections of ``server``."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServerRole) -> None:
         self.server = server
         self._runner: web.AppRunner | None = None
         self._accepting = True
