@@ -9,6 +9,6 @@
 from __future__ import annotations
 
 from rxhubs._rx._clock import Signal, deadline, never, now, sleep, to_thread
-from rxhubs._rx._driver import from_coroutine
+from rxhubs._rx._driver import from_coroutine, pipeline_scheduler
 
-__all__ = ["Signal", "deadline", "from_coroutine", "never", "now", "sleep", "to_thread"]
+__all__ = ["Signal", "deadline", "from_coroutine", "never", "now", "pipeline_scheduler", "sleep", "to_thread"]

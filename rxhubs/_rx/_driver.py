@@ -30,7 +30,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rxhubs.errors import ConfigurationError
 
-__all__ = ["Stepper", "Suspension", "current_stepper", "from_coroutine"]
+__all__ = ["Stepper", "Suspension", "current_stepper", "from_coroutine", "pipeline_scheduler"]
 
 T = TypeVar("T")
 
@@ -257,3 +257,26 @@ def from_coroutine(factory: CoroutineFactory[T]) -> Observable[T]:
         return Disposable(stepper.cancel)
 
     return reactivex.create(subscribe)
+
+
+def pipeline_scheduler(scheduler: abc.SchedulerBase | None, what: str) -> abc.SchedulerBase:
+    """The scheduler a stateful rxhubs step runs its timers on: the one given, else the running loop's.
+
+    Raises:
+        ConfigurationError: Neither a scheduler nor a running asyncio loop (``what`` names the step).
+
+    Example:
+        >>> from reactivex.testing import TestScheduler
+        >>> scheduler = TestScheduler()
+        >>> pipeline_scheduler(scheduler, "checkpoint()") is scheduler
+        True
+    """
+    if scheduler is not None:
+        return scheduler
+    try:
+        return AsyncIOScheduler(asyncio.get_running_loop())
+    except RuntimeError:
+        raise ConfigurationError(
+            f"{what} runs on a scheduler: drive the pipeline with rxhubs.run()/arun(), or subscribe with"
+            " scheduler=... (a TestScheduler with the in-memory hub and store)"
+        ) from None

@@ -15,7 +15,6 @@ Lifecycle of one partition stream (the session's states in brackets; see :mod:`r
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import Unpack
 
@@ -23,10 +22,10 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
-from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Position
+from rxhubs._rx import pipeline_scheduler
 from rxhubs.balancing._consumer import Consumer
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Strategy
 from rxhubs.balancing._settings import (
@@ -49,19 +48,6 @@ __all__ = ["PartitionPipeline", "consume", "isolated", "partitions"]
 
 #: A user's pipeline for one partition's stream (``consume(..., pipeline=...)``).
 PartitionPipeline = Callable[[Observable[EventBatch]], Observable[EventBatch]]
-
-
-def _resolve_scheduler(scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
-    if scheduler is not None:
-        return scheduler
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        raise ConfigurationError(
-            "partitions() runs on a scheduler: drive the pipeline with rxhubs.run()/arun(), or subscribe with"
-            " scheduler=... (a TestScheduler with the in-memory hub and store)"
-        ) from None
-    return AsyncIOScheduler(loop)
 
 
 def partitions(
@@ -195,7 +181,7 @@ def partitions(
         observer: abc.ObserverBase[PartitionStream], sched: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         try:
-            resolved = _resolve_scheduler(scheduler or sched)
+            resolved = pipeline_scheduler(scheduler or sched, "partitions()")
         except ConfigurationError as exc:
             observer.on_error(exc)
             return Disposable()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,13 +10,12 @@ from typing import Any
 import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
-from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine
+from rxhubs._rx import from_coroutine, pipeline_scheduler
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
@@ -286,18 +284,6 @@ class _Checkpointer:
         return reactivex.create(subscribe)
 
 
-def _resolve_scheduler(scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
-    if scheduler is not None:
-        return scheduler
-    try:
-        return AsyncIOScheduler(asyncio.get_running_loop())
-    except RuntimeError:
-        raise ConfigurationError(
-            "checkpoint() runs on a scheduler: drive the pipeline with rxhubs.run()/arun(), or subscribe with"
-            " scheduler=..."
-        ) from None
-
-
 def checkpoint(
     store: StoreLike,
     *,
@@ -397,7 +383,7 @@ def checkpoint_with(
             observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
             try:
-                resolved = _resolve_scheduler(scheduler or sched)
+                resolved = pipeline_scheduler(scheduler or sched, "checkpoint()")
             except ConfigurationError as exc:
                 observer.on_error(exc)
                 return Disposable()

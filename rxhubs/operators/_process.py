@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections import deque
@@ -17,7 +16,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from rxhubs import _telemetry
 from rxhubs._batch import Ack, EventBatch
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine, to_thread
+from rxhubs._rx import from_coroutine, pipeline_scheduler, to_thread
 from rxhubs.errors import ConfigurationError
 
 __all__ = ["Work", "process"]
@@ -352,20 +351,11 @@ def process(
         def subscribe(
             observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            resolved = scheduler or sched
-            if resolved is None:
-                try:
-                    from reactivex.scheduler.eventloop import AsyncIOScheduler
-
-                    resolved = AsyncIOScheduler(asyncio.get_running_loop())
-                except RuntimeError:
-                    observer.on_error(
-                        ConfigurationError(
-                            "process() runs on a scheduler: drive the pipeline with rxhubs.run()/arun(), or"
-                            " subscribe with scheduler=..."
-                        )
-                    )
-                    return Disposable()
+            try:
+                resolved = pipeline_scheduler(scheduler or sched, "process()")
+            except ConfigurationError as exc:
+                observer.on_error(exc)
+                return Disposable()
             state = _Processor(observer, resolved, fn, concurrency, backoff, on_poison, blocking)
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched

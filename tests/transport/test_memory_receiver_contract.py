@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from rxhubs.testing import InMemoryEventHub
+from tests.transport.envs import memory_env  # noqa: F401  (fixture)
 from tests.transport.receiver_contract import HubEnv, ReceiverContract
 
 
 @pytest.fixture
-def env() -> HubEnv:
-    hub = InMemoryEventHub(partition_count=2)
-
-    async def send(bodies: Sequence[bytes], partition_id: str) -> None:
-        hub.send(list(bodies), partition_id=partition_id)
-
-    return HubEnv(hub, send)
+def env(memory_env: HubEnv) -> HubEnv:  # noqa: F811 - the shared fixture, under the contract's name
+    return memory_env
 
 
 class TestInMemoryReceiver(ReceiverContract):

@@ -1,0 +1,48 @@
+"""The two hubs every transport-level contract runs over: the in-memory hub, and rxhubs.EventHub on the emulator.
+
+Test modules import the fixture they need (``memory_env`` or ``azure_env``) and name it ``env``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import pytest
+
+from rxhubs.emulator.pytest_plugin import EmulatorFactory
+from rxhubs.testing import InMemoryEventHub
+from rxhubs.transport import EventHub
+from tests.transport.receiver_contract import HubEnv
+
+
+@pytest.fixture
+def quiet_sdk() -> Iterator[None]:
+    """The SDK logs each refused attach and lost link at WARNING; the contracts cause them on purpose."""
+    logger = logging.getLogger("azure.eventhub")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
+
+
+@pytest.fixture
+def memory_env() -> HubEnv:
+    hub = InMemoryEventHub(partition_count=2)
+
+    async def send(bodies: Sequence[bytes], partition_id: str) -> None:
+        hub.send(list(bodies), partition_id=partition_id)
+
+    return HubEnv(hub, send)
+
+
+@pytest.fixture
+async def azure_env(emulator_factory: EmulatorFactory, quiet_sdk: None) -> AsyncIterator[HubEnv]:
+    emulator = emulator_factory(hubs={"contract": 2})
+    hub = EventHub.from_connection_string(emulator.connection_string("contract"))
+
+    async def send(bodies: Sequence[bytes], partition_id: str) -> None:
+        await hub.send(bodies, partition_id=partition_id)
+
+    async with hub:
+        yield HubEnv(hub, send)
