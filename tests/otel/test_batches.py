@@ -20,6 +20,9 @@ from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub, sleep
 from tests.otel.conftest import Exported, by
 
+#: The work-duration histogram; in these tests its values are virtual seconds (TestScheduler), not wall time.
+WORK_TIME = "messaging.process.duration"
+
 GROUP = "$Default"
 PID = "messaging.destination.partition.id"
 ENQUEUED = "messaging.eventhubs.message.enqueued_time"
@@ -139,7 +142,7 @@ def test_metrics_count_events_time_the_work_and_report_lag_checkpoint_age_and_ow
     scheduler.advance_to(1.5)  # every batch read; the first of each partition done and checkpointed at 1.0
     assert by(exported.points("messaging.client.consumed.messages"), PID) == {"0": 5, "1": 3}
     assert by(exported.points("rxhubs.events.processed"), PID) == {"0": 2, "1": 2}
-    assert by(exported.points("messaging.process.duration"), PID) == {"0": (1, 1.0), "1": (1, 1.0)}
+    assert by(exported.points(WORK_TIME), PID) == {"0": (1, 1.0), "1": (1, 1.0)}
     assert by(exported.points("rxhubs.partition.lag"), PID) == {"0": 4 - 1, "1": 2 - 1}
     assert by(exported.points("rxhubs.checkpoint.age"), PID) == {"0": 0.5, "1": 0.5}
     [(owned_attributes, owned)] = exported.points("rxhubs.partitions.owned")
@@ -148,7 +151,7 @@ def test_metrics_count_events_time_the_work_and_report_lag_checkpoint_age_and_ow
 
     scheduler.advance_to(10.0)  # all done; the last checkpoints were written at 6.0 (5 s after the first)
     assert by(exported.points("rxhubs.events.processed"), PID) == {"0": 5, "1": 3}
-    assert by(exported.points("messaging.process.duration"), PID) == {"0": (3, 3.0), "1": (2, 2.0)}
+    assert by(exported.points(WORK_TIME), PID) == {"0": (3, 3.0), "1": (2, 2.0)}
     assert by(exported.points("rxhubs.partition.lag"), PID) == {"0": 0, "1": 0}
     assert by(exported.points("rxhubs.checkpoint.age"), PID) == {"0": 4.0, "1": 4.0}
     assert by(exported.points("rxhubs.ownership.changes"), PID, {"rxhubs.ownership.change": "claimed"}) == {

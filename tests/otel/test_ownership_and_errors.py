@@ -20,6 +20,9 @@ from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub
 from tests.otel.conftest import Exported, by
 
+#: The work-duration histogram; in these tests its values are virtual seconds (TestScheduler), not wall time.
+WORK_TIME = "messaging.process.duration"
+
 GROUP = "$Default"
 PID = "messaging.destination.partition.id"
 CLIENT = "messaging.client.id"
@@ -138,7 +141,7 @@ def test_errors_are_counted_by_operation_marked_on_their_spans_and_never_carry_a
     assert retried.status.status_code is StatusCode.UNSET and "error.type" not in (retried.attributes or {})
     write_failed, written = exported.spans("checkpoint telemetry")
     assert write_failed.status.status_code is StatusCode.ERROR and written.status.status_code is StatusCode.UNSET
-    assert by(exported.points("messaging.process.duration"), "error.type") == {"RuntimeError": (1, 0.0), None: (1, 0.0)}
+    assert by(exported.points(WORK_TIME), "error.type") == {"RuntimeError": (1, 0.0), None: (1, 0.0)}
     assert by(exported.points("rxhubs.events.processed"), PID) == {"0": 2}  # counted once, when the work succeeded
 
     exported_text = "".join(span.to_json() for span in exported.spans()) + repr(exported.reader.get_metrics_data())
