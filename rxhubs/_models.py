@@ -35,7 +35,7 @@ def _utc(value: _dt.datetime) -> _dt.datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Event:
     """One event as stored in a partition.
 
@@ -87,6 +87,22 @@ class Event:
         _SET_PROPERTIES(event, properties)
         _SET_SYSTEM(event, system_properties)
         return event
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.body, self.sequence_number, self.offset, self.enqueued_time, self.partition_key,
+            self.properties, self.system_properties,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        # Any two events with equal fields are equal, whichever transport made them (a transport may hand
+        # out a subclass that decodes its fields on first use: rxhubs.transport._convert).
+        if isinstance(other, Event):
+            return self._fields() == other._fields()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
 
     def body_as_str(self, encoding: str = "utf-8") -> str:
         """The body decoded as text."""

@@ -3,10 +3,11 @@
 How it works (see ``docs/transport.md`` for the measurements behind it):
 
 - Each receiver owns one ``EventHubConsumerClient`` and, from its first pull, one task running the SDK's
-  ``receive_batch`` for its partition. The SDK's callback converts each batch to :class:`~rxhubs.Event`
-  (:mod:`rxhubs.transport._convert`) and puts it in a bounded buffer (under ``2 x prefetch`` events); when it
-  is full the callback waits, the SDK stops reading the socket once its own buffer passes one batch, and the
-  service stops sending: a receiver holds at most about ``4 x prefetch`` events however slowly it is pulled.
+  ``receive_batch`` for its partition. The SDK's callback wraps each batch's events as :class:`~rxhubs.Event`
+  that decode on first read (:mod:`rxhubs.transport._convert`) and puts them in a bounded buffer (under
+  ``2 x prefetch`` events); when it is full the callback waits, the SDK stops reading the socket once its
+  own buffer passes one batch, and the service stops sending: a receiver holds at most about
+  ``4 x prefetch`` events however slowly it is pulled.
 - ``receive_nowait(max_count)`` hands out what is buffered; ``receive_batch(max_count, max_wait)`` waits for
   the first buffered event or ``max_wait``, then returns what is buffered, up to ``max_count``.
 - The SDK's traps are closed off. After a steal or any error that exhausted its retries, the SDK would
@@ -35,7 +36,7 @@ from azure.eventhub.aio import EventHubConsumerClient
 from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
 from rxhubs.transport._base import ReceiverBase
-from rxhubs.transport._convert import event_from_sdk, last_enqueued_from_sdk
+from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
 from rxhubs.transport._errors import first_line, translate_error
 
 if TYPE_CHECKING:
@@ -264,20 +265,14 @@ class AzurePartitionReceiver(ReceiverBase):
         if self._stopping or self._error is not None:
             return
         high = self._high_water
-        events: list[Event] = []
-        append = events.append
-        for data in batch:
-            event = event_from_sdk(data)
-            if event.sequence_number > high:
-                append(event)
-                high = event.sequence_number
-            else:
-                self._dropped += 1
-        if self._dropped and len(events) < len(batch):
+        events = received_events(batch)  # nothing decoded yet: fields decode on first read
+        if events[0].sequence_number <= high:  # a replay (sequence numbers increase within a batch)
+            events = [event for event in events if event.sequence_number > high]
+            self._dropped += len(batch) - len(events)
             _log.debug("%s: dropped %d replayed event(s)", self._what(), len(batch) - len(events))
-        if not events:
-            return
-        self._high_water = high
+            if not events:
+                return
+        self._high_water = events[-1].sequence_number
         self._chunks.append((events, last_enqueued_from_sdk(partition_context.last_enqueued_event_properties)))
         self._buffered += len(events)
         self._data.set()

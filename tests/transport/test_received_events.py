@@ -1,0 +1,76 @@
+"""Events received over azure-eventhub decode each field on first read, and are Events in every other way."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import pickle
+
+import pytest
+from azure.eventhub import EventData
+
+from rxhubs import Event
+from rxhubs.transport._convert import ReceivedEvent, event_from_sdk, received_events
+
+
+def _data(seq: int, body: bytes = b"payload") -> EventData:
+    data = EventData(body)
+    data.properties = {"kind": "reading", "n": seq}
+    data.raw_amqp_message.annotations = {
+        b"x-opt-sequence-number": seq,
+        b"x-opt-offset": str(seq * 100).encode(),
+        b"x-opt-enqueued-time": 1767225600000 + seq,
+        b"x-opt-partition-key": b"device-7",
+    }
+    return data
+
+
+def test_nothing_is_decoded_until_read() -> None:
+    data = _data(3)
+    (event,) = received_events([data])
+    slot = Event.__dict__["body"]
+    with pytest.raises(AttributeError):
+        slot.__get__(event, Event)  # the body slot is still empty
+    assert event.body == b"payload"
+    assert slot.__get__(event, Event) == b"payload"  # decoded once, then kept
+    assert event.sequence_number == 3
+
+
+def test_every_field_equals_the_eager_conversion() -> None:
+    data = _data(41, b'{"t": 21.5}')
+    (lazy,) = received_events([data])
+    eager = event_from_sdk(data)
+    for field in dataclasses.fields(Event):
+        assert getattr(lazy, field.name) == getattr(eager, field.name), field.name
+    assert lazy == eager and eager == lazy
+    assert lazy.enqueued_time == dt.datetime.fromtimestamp(1767225600.041, dt.UTC)
+    assert lazy.partition_key == "device-7" and lazy.offset == "4100"
+    assert lazy.body_as_json() == {"t": 21.5}
+    assert repr(lazy) == repr(eager).replace("Event(", "ReceivedEvent(", 1)
+
+
+def test_it_is_immutable() -> None:
+    (event,) = received_events([_data(1)])
+    with pytest.raises((AttributeError, dataclasses.FrozenInstanceError)):
+        event.body = b"changed"  # type: ignore[misc]
+    with pytest.raises((AttributeError, dataclasses.FrozenInstanceError)):
+        event.sequence_number = 9  # type: ignore[misc]
+    assert event.body == b"payload" and event.sequence_number == 1
+
+
+def test_pickles_copies_and_replaces_as_a_plain_event() -> None:
+    (event,) = received_events([_data(5)])
+    for other in (pickle.loads(pickle.dumps(event)), copy.copy(event), copy.deepcopy(event)):
+        assert type(other) is Event and other == event
+    changed = dataclasses.replace(event, body=b"other")
+    assert type(changed) is Event
+    assert changed.body == b"other" and changed.sequence_number == 5 and changed.properties == event.properties
+    assert dataclasses.asdict(event)["offset"] == "500"
+
+
+def test_is_an_event_and_compares_across_kinds() -> None:
+    a, b = received_events([_data(7), _data(8)])
+    assert isinstance(a, Event) and isinstance(a, ReceivedEvent)
+    assert a != b and a == event_from_sdk(_data(7))
+    assert (a == "not an event") is False
