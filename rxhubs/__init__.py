@@ -40,6 +40,7 @@ from rxhubs.transport import Hub, PartitionReceiver
 
 if TYPE_CHECKING:
     from rxhubs import emulator, operators, spark, stores, testing
+    from rxhubs._workers import WorkerContext, WorkerReport, WorkersSummary, run_workers
     from rxhubs.balancing import PartitionStream, consume, partitions
     from rxhubs.processor import EventProcessor, PartitionProcessor
     from rxhubs.transport import EventHub
@@ -68,6 +69,9 @@ __all__ = [
     "Position",
     "RxHubsError",
     "Shutdown",
+    "WorkerContext",
+    "WorkerReport",
+    "WorkersSummary",
     "__version__",
     "arun",
     "consume",
@@ -77,6 +81,7 @@ __all__ = [
     "partition_batches",
     "partitions",
     "run",
+    "run_workers",
     "spark",
     "stores",
     "testing",
@@ -91,6 +96,10 @@ _LAZY_ATTRS = {
     "PartitionStream": "rxhubs.balancing",
     "consume": "rxhubs.balancing",
     "partitions": "rxhubs.balancing",
+    "WorkerContext": "rxhubs._workers",
+    "WorkerReport": "rxhubs._workers",
+    "WorkersSummary": "rxhubs._workers",
+    "run_workers": "rxhubs._workers",
 }
 
 

@@ -11,7 +11,7 @@ import rxhubs
 PROMISED = {
     "Event", "EventBatch", "PartitionContext", "Position", "Checkpoint", "Ownership", "CloseReason",
     "EventHub", "partition_batches", "partitions", "consume", "run", "arun", "operators", "stores",
-    "spark", "emulator", "testing", "errors",
+    "spark", "emulator", "testing", "errors", "run_workers",
 }
 
 
@@ -32,8 +32,9 @@ EXPORTS = {
         "Ack", "Backoff", "Checkpoint", "CloseReason", "ErrorContext", "Event", "EventBatch", "EventHub",
         "EventHubProperties", "EventProcessor", "Hub", "LastEnqueuedEventProperties", "Ownership",
         "PartitionContext", "PartitionProcessor", "PartitionProperties", "PartitionReceiver", "PartitionStream",
-        "Position", "RxHubsError", "Shutdown", "__version__", "arun", "consume", "emulator", "errors",
-        "operators", "partition_batches", "partitions", "run", "spark", "stores", "testing",
+        "Position", "RxHubsError", "Shutdown", "WorkerContext", "WorkerReport", "WorkersSummary", "__version__",
+        "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
+        "run_workers", "spark", "stores", "testing",
     },
     "rxhubs.operators": {"checkpoint", "process"},
     "rxhubs.stores": {
