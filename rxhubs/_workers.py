@@ -333,7 +333,7 @@ class _Supervisor:
                     _log.info("duration reached: stopping the workers")
                     self._signal_all(signal.SIGTERM)
                 self._reap(now)
-                if not any(s.alive or s.restart_at is not None for s in self.slots):
+                if all(s.reaped and s.restart_at is None for s in self.slots):
                     break
                 sentinels = [s.process.sentinel for s in self.slots if s.alive]
                 if sentinels:

@@ -16,8 +16,10 @@ EXAMPLES = """examples:
   rxhubs consume --sink jsonl:out/events.jsonl --store sqlite:///cp.sqlite
   rxhubs consume --sink parquet:out/parquet --store blob://checkpoints   (blob: AZURE_STORAGE_CONNECTION_STRING)
   rxhubs consume --start earliest --duration 30         ignore stored checkpoints, stop after 30 s
+  rxhubs consume --workers 4 --sink jsonl:out/events.jsonl   4 processes (out/events.w0.jsonl ... w3)
 
-Several 'rxhubs consume' processes with the same consumer group and store share the partitions.
+Several 'rxhubs consume' processes with the same consumer group and store share the partitions; --workers N
+starts N of them at once (every core of one machine), restarts one that dies and prints events per worker.
 Ctrl-C stops gracefully: batches in flight finish, checkpoints flush, partitions are released.
 """
 
@@ -44,13 +46,21 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--interval", type=float, default=None, help="load-balancing interval, seconds")
     parser.add_argument("--checkpoint-interval", type=float, default=5.0, help="seconds between checkpoints")
     parser.add_argument("--duration", type=float, default=None, help="stop gracefully after this many seconds")
+    parser.add_argument(
+        "--workers", type=int, default=None,
+        help="run N consumer processes (default 1; 0: one per CPU); a store every process can share is needed",
+    )
     parser.set_defaults(run=run)
 
 
-def _sink(spec: str) -> Any:
+def _sink(spec: str, worker: int | None = None) -> Any:
+    """The sink a spec names; a worker writes files of its own (JSON lines ``name.wN.jsonl``, Parquet ``worker=N``)."""
     from rxhubs.operators._sinks import console_sink, jsonl_sink
 
     kind, _, target = spec.partition(":")
+    if worker is not None and target:
+        path = Path(target)
+        target = str(path / f"worker={worker}" if kind == "parquet" else path.with_suffix(f".w{worker}{path.suffix}"))
     if kind == "console" and not target:
         return console_sink()
     if kind == "jsonl" and target:
@@ -85,14 +95,9 @@ async def preflight(hub: Any) -> None:
     await hub.get_partition_ids()
 
 
-def run(args: argparse.Namespace) -> int:
-    import rxhubs
-    from rxhubs import Shutdown
-    from rxhubs import operators as hops
+def _options(args: argparse.Namespace) -> dict[str, Any]:
     from rxhubs._models import Position
 
-    if args.duration is not None and args.duration <= 0:
-        raise ConfigurationError("--duration must be > 0")
     options: dict[str, Any] = {
         "strategy": args.strategy,
         "default_start": Position.coerce(args.default_start),
@@ -103,6 +108,60 @@ def run(args: argparse.Namespace) -> int:
         options["start"] = Position.coerce(args.start)
     if args.interval:
         options["load_balancing_interval"] = args.interval
+    return options
+
+
+def worker_pipeline(args: argparse.Namespace, context: Any) -> Any:
+    """One worker's pipeline for ``--workers``: the same as a single process's, with its own owner id and files."""
+    import rxhubs
+    from rxhubs import operators as hops
+
+    hub = context.closing(open_hub(args))
+    store = context.closing(open_store(args))
+    options = {**_options(args), "owner_id": context.owner_id}
+    return rxhubs.consume(hub, args.consumer_group, store, **options).pipe(
+        _sink(args.sink, context.index), hops.checkpoint(store, max_interval=args.checkpoint_interval)
+    )
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    """``--workers N``: check the hub once here (typos fail fast), then run N worker processes."""
+    import functools
+    import os
+
+    import rxhubs
+
+    if args.workers < 0:
+        raise ConfigurationError("--workers must be >= 0 (0: one per CPU)")
+    if args.store.startswith("memory:"):
+        raise ConfigurationError("--workers needs a store the processes share (sqlite:// or blob://), not memory:")
+    hub = open_hub(args)
+
+    async def check() -> None:
+        try:
+            await preflight(hub)
+        finally:
+            await close_all(hub)
+
+    asyncio.run(check())
+    summary = rxhubs.run_workers(
+        functools.partial(worker_pipeline, args), workers=args.workers or os.cpu_count() or 1,
+        owner_prefix=args.owner_id, duration=args.duration,
+    )
+    print(summary, flush=True)
+    return 0 if summary.ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    import rxhubs
+    from rxhubs import Shutdown
+    from rxhubs import operators as hops
+
+    if args.duration is not None and args.duration <= 0:
+        raise ConfigurationError("--duration must be > 0")
+    if args.workers is not None and args.workers != 1:
+        return run_workers(args)
+    options = _options(args)
     # Bad options fail here, before any I/O. Hub and store are always closed on the loop that used them: an
     # aiohttp session (blob store) or AMQP connection left open ends the run with "Unclosed client session".
     hub = open_hub(args)

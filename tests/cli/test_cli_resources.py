@@ -82,3 +82,36 @@ def test_consume_then_checkpoints_on_blob_leave_nothing_open(
     )
     assert_nothing_left_open(watched)
     assert watched.stdout.count("last enqueued") == 3
+
+
+def test_consume_with_workers_shares_partitions_prints_the_summary_and_leaves_nothing_open(
+    env: dict[str, str], blob_container: str, tmp_path: Path
+) -> None:
+    store = f"blob://{blob_container}"
+    out = tmp_path / "events.jsonl"
+    consume = run_cli(
+        "consume", "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--duration", "8",
+        "--workers", "2", "--owner-id", "cli", "--interval", "1",
+        env=env, cwd=tmp_path,
+    )
+    assert_nothing_left_open(consume)
+    files = sorted(tmp_path.glob("events.w*.jsonl"))
+    assert [f.name for f in files] == ["events.w0.jsonl", "events.w1.jsonl"][: len(files)] and files
+    seen = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert sorted((e["partition"], e["sequenceNumber"]) for e in seen) == [
+        (p, s) for p in ("0", "1") for s in range(10)
+    ]
+    lines = consume.stdout.splitlines()
+    assert lines[0].split() == ["worker", "owner", "events", "restarts", "exit"]
+    assert [line.split()[:2] for line in lines[1:3]] == [["0", "cli-w0"], ["1", "cli-w1"]]
+    assert lines[3].split()[:2] == ["total", "20"]
+
+    table = run_cli("checkpoints", "--store", store, "--json", env=env, cwd=tmp_path)
+    assert_nothing_left_open(table)
+    rows = [json.loads(line) for line in table.stdout.splitlines()]
+    assert [(r["partition"], r["checkpoint"], r["lag"]) for r in rows] == [("0", 9, 0), ("1", 9, 0)]
+
+
+def test_consume_with_workers_refuses_a_memory_store(env: dict[str, str], tmp_path: Path) -> None:
+    result = run_cli("consume", "--store", "memory:", "--workers", "2", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "store the processes share" in result.stderr, result.stderr
