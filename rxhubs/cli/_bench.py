@@ -26,6 +26,7 @@ SCENARIOS = {
     "throughput": "rxhubs.bench._throughput",
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
+    "workers": "rxhubs.bench._workers",
 }
 
 EXAMPLES = """examples:

@@ -10,7 +10,7 @@ even once read (:class:`SystemProperties`).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from azure.eventhub import EventData
@@ -18,7 +18,16 @@ from azure.eventhub.amqp import AmqpMessageBodyType
 
 from rxhubs._models import Event, LastEnqueuedEventProperties
 
-__all__ = ["ReceivedEvent", "SystemProperties", "event_from_sdk", "last_enqueued_from_sdk", "received_events"]
+__all__ = [
+    "ReceivedEvent",
+    "ReceivedMessage",
+    "SystemProperties",
+    "event_from_sdk",
+    "last_enqueued_from_message",
+    "last_enqueued_from_sdk",
+    "received_events",
+    "received_messages",
+]
 
 UTC = _dt.UTC
 
@@ -245,6 +254,108 @@ def received_events(batch: list[EventData]) -> list[Event]:
         _SET_DATA(event, data)
         append(event)
     return out
+
+
+# -- the direct receive path: pyamqp messages, without the SDK's EventData (rxhubs.transport._direct) --------
+
+
+def _m_body(message: Any) -> bytes:
+    data = message.data
+    if data is not None:
+        return data if data.__class__ is bytes else b"".join(data)
+    return _body_bytes(EventData._from_message(message).raw_amqp_message)  # value and sequence bodies: rare
+
+
+def _m_annotations(message: Any) -> dict[Any, Any]:
+    return message.message_annotations or {}
+
+
+def _m_sequence_number(message: Any) -> int:
+    return int(message.message_annotations[_SEQ])
+
+
+def _m_offset(message: Any) -> str:
+    offset = _m_annotations(message).get(_OFFSET)
+    return offset.decode("ascii") if offset.__class__ is bytes else str(offset)
+
+
+def _m_enqueued_time(message: Any) -> _dt.datetime:
+    enqueued = _m_annotations(message).get(_ENQUEUED)
+    if isinstance(enqueued, int | float):
+        return _fromtimestamp(enqueued / 1000, UTC)
+    return enqueued if isinstance(enqueued, _dt.datetime) else _fromtimestamp(0, UTC)
+
+
+def _m_partition_key(message: Any) -> str | None:
+    key = _m_annotations(message).get(_PKEY)
+    return None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key)
+
+
+def _m_properties(message: Any) -> dict[str, Any]:
+    app = message.application_properties
+    return _str_map(app) if app else {}
+
+
+def _m_system_properties(message: Any) -> SystemProperties:
+    return SystemProperties(_m_annotations(message), message.properties)
+
+
+class ReceivedMessage(ReceivedEvent):
+    """A :class:`ReceivedEvent` over the AMQP message itself (the direct receive path: no ``EventData`` made).
+
+    Example:
+        >>> from azure.eventhub._pyamqp.message import Message
+        >>> m = Message(data=[b"hi"], message_annotations={b"x-opt-sequence-number": 7, b"x-opt-offset": b"896"})
+        >>> e = received_messages([m])[0]
+        >>> e.body, e.sequence_number, e.offset, e.properties
+        (b'hi', 7, '896', {})
+    """
+
+    __slots__ = ()
+
+
+_MESSAGE_DECODERS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("body", _m_body),
+    ("sequence_number", _m_sequence_number),
+    ("offset", _m_offset),
+    ("enqueued_time", _m_enqueued_time),
+    ("partition_key", _m_partition_key),
+    ("properties", _m_properties),
+    ("system_properties", _m_system_properties),
+)
+for _field, _reader in _MESSAGE_DECODERS:
+    setattr(ReceivedMessage, _field, _lazy_field(_field, _reader))
+
+
+def received_messages(messages: list[Any]) -> list[Event]:
+    """Wrap received AMQP messages: one :class:`ReceivedMessage` each, nothing decoded yet."""
+    new = object.__new__
+    out: list[Event] = []
+    append = out.append
+    for message in messages:
+        event = new(ReceivedMessage)
+        _SET_DATA(event, message)
+        append(event)
+    return out
+
+
+def last_enqueued_from_message(message: Any) -> LastEnqueuedEventProperties | None:
+    """The partition's last-enqueued properties the service put in a message's delivery annotations, if any."""
+    annotations = message.delivery_annotations
+    if not annotations:
+        return None
+    sequence_number = annotations.get(b"last_enqueued_sequence_number")
+    if sequence_number is None:
+        return None
+    offset = annotations.get(b"last_enqueued_offset")
+    enqueued = annotations.get(b"last_enqueued_time_utc")
+    retrieved = annotations.get(b"runtime_info_retrieval_time_utc")
+    return LastEnqueuedEventProperties(
+        sequence_number=int(sequence_number),
+        offset=offset.decode("utf-8") if offset.__class__ is bytes else offset,
+        enqueued_time=_fromtimestamp(float(enqueued) / 1000, UTC) if enqueued else None,
+        retrieval_time=_fromtimestamp(float(retrieved) / 1000, UTC) if retrieved else None,
+    )
 
 
 def event_from_sdk(event: EventData) -> Event:

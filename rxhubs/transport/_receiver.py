@@ -36,7 +36,13 @@ from azure.eventhub.aio import EventHubConsumerClient
 from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
 from rxhubs.transport._base import ReceiverBase
-from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
+from rxhubs.transport._convert import (
+    last_enqueued_from_message,
+    last_enqueued_from_sdk,
+    received_events,
+    received_messages,
+)
+from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct
 from rxhubs.transport._errors import first_line, translate_error
 
 if TYPE_CHECKING:
@@ -143,6 +149,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._dropped = 0
+        self._direct_handler: Any = None  # the SDK's AMQP receive client, on the direct path
 
     # -- pulling ---------------------------------------------------------------------------------------------
 
@@ -226,6 +233,19 @@ class AzurePartitionReceiver(ReceiverBase):
             await self._hub._check_partition(self._context.partition_id)
             client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
             position, inclusive = _sdk_position(self._start)
+            if direct_supported(client):
+                try:
+                    await receive_direct(
+                        client, self._context.consumer_group, self._context.partition_id, position, inclusive,
+                        prefetch=self._prefetch, owner_level=self._owner_level,
+                        track_last_enqueued_event_properties=self._track,
+                        room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
+                    )
+                    return
+                except NotImplementedError as exc:  # the SDK's private parts changed: the public path
+                    _log.info("%s: direct receive unavailable (%s); using receive_batch", self._what(), exc)
+                finally:
+                    self._link_closed.set()
             await client.receive_batch(
                 self._on_batch,
                 partition_id=self._context.partition_id,
@@ -255,25 +275,47 @@ class AzurePartitionReceiver(ReceiverBase):
 
     # -- SDK callbacks ---------------------------------------------------------------------------------------
 
+    def _on_direct_open(self, handler: Any) -> None:
+        self._direct_handler = handler
+
+    def _delivery_tags(self) -> set[Any] | None:
+        """The link's delivery tags awaiting a disposition (for the leak test), on either receive path."""
+        if self._direct_handler is not None:
+            return delivery_tags(self._direct_handler)
+        return sdk_delivery_tags(self._client, self._context.consumer_group, self._context.partition_id)
+
+    async def _room(self) -> None:
+        """Return when the buffer has room (or the receiver is stopping)."""
+        while self._buffered >= self._prefetch and not self._stopping:
+            self._space.clear()
+            await self._space.wait()
+
     async def _on_batch(self, partition_context: Any, batch: list[EventData]) -> None:
         if not batch:
             return
         forget_delivery_tags(self._client, self._context.consumer_group, self._context.partition_id)
-        while self._buffered >= self._prefetch and not self._stopping:
-            self._space.clear()
-            await self._space.wait()
+        await self._room()
+        # nothing decoded yet: fields decode on first read
+        self._buffer(received_events(batch), last_enqueued_from_sdk(partition_context.last_enqueued_event_properties))
+
+    def _on_messages(self, messages: list[Any]) -> None:
+        """The direct path's hand-over: AMQP messages as read from the link."""
+        last = last_enqueued_from_message(messages[-1]) if self._track else None
+        self._buffer(received_messages(messages), last)
+
+    def _buffer(self, events: list[Event], last_enqueued: LastEnqueuedEventProperties | None) -> None:
         if self._stopping or self._error is not None:
             return
         high = self._high_water
-        events = received_events(batch)  # nothing decoded yet: fields decode on first read
-        if events[0].sequence_number <= high:  # a replay (sequence numbers increase within a batch)
+        if events[0].sequence_number <= high:  # a replay (sequence numbers increase within a read)
+            received = len(events)
             events = [event for event in events if event.sequence_number > high]
-            self._dropped += len(batch) - len(events)
-            _log.debug("%s: dropped %d replayed event(s)", self._what(), len(batch) - len(events))
+            self._dropped += received - len(events)
+            _log.debug("%s: dropped %d replayed event(s)", self._what(), received - len(events))
             if not events:
                 return
         self._high_water = events[-1].sequence_number
-        self._chunks.append((events, last_enqueued_from_sdk(partition_context.last_enqueued_event_properties)))
+        self._chunks.append((events, last_enqueued))
         self._buffered += len(events)
         self._data.set()
 

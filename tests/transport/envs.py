@@ -13,6 +13,7 @@ import pytest
 from rxhubs.emulator.pytest_plugin import EmulatorFactory
 from rxhubs.testing import InMemoryEventHub
 from rxhubs.transport import EventHub
+from rxhubs.transport._direct import DIRECT_VARIABLE
 from tests.transport.receiver_contract import HubEnv
 
 
@@ -46,3 +47,14 @@ async def azure_env(emulator_factory: EmulatorFactory, quiet_sdk: None) -> Async
 
     async with hub:
         yield HubEnv(hub, send)
+
+
+@pytest.fixture
+def public_receive_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Receivers use the SDK's public receive_batch loop instead of the direct path (rxhubs.transport._direct)."""
+    monkeypatch.setenv(DIRECT_VARIABLE, "0")
+
+
+@pytest.fixture
+async def azure_public_env(public_receive_path: None, azure_env: HubEnv) -> HubEnv:
+    return azure_env

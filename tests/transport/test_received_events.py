@@ -74,3 +74,41 @@ def test_is_an_event_and_compares_across_kinds() -> None:
     assert isinstance(a, Event) and isinstance(a, ReceivedEvent)
     assert a != b and a == event_from_sdk(_data(7))
     assert (a == "not an event") is False
+
+
+def test_messages_read_directly_decode_like_the_sdk_events() -> None:
+    from azure.eventhub._pyamqp.message import Message, Properties
+
+    from rxhubs.transport._convert import last_enqueued_from_message, received_messages
+
+    annotations = {
+        b"x-opt-sequence-number": 12, b"x-opt-offset": b"1200", b"x-opt-enqueued-time": 1767225600000,
+        b"x-opt-partition-key": b"k",
+    }
+    message = Message(
+        data=[b"par", b"ts"], message_annotations=annotations, application_properties={b"kind": b"reading"},
+        properties=Properties(message_id=b"m-1", content_type=b"application/json"),
+        delivery_annotations={
+            b"last_enqueued_sequence_number": 40, b"last_enqueued_offset": b"4000",
+            b"last_enqueued_time_utc": 1767225601000, b"runtime_info_retrieval_time_utc": 1767225602000,
+        },
+    )
+    (event,) = received_messages([message])
+    eager = event_from_sdk(EventData._from_message(message))
+    assert event == eager
+    assert event.body == b"parts" and event.properties == {"kind": "reading"}
+    system = event.system_properties
+    assert system["message-id"] == "m-1" and system["content-type"] == "application/json"
+    assert type(pickle.loads(pickle.dumps(event))) is Event
+    last = last_enqueued_from_message(message)
+    assert last is not None and last.sequence_number == 40 and last.offset == "4000"
+    assert last.enqueued_time == dt.datetime.fromtimestamp(1767225601, dt.UTC)
+    assert last_enqueued_from_message(Message(data=[b"x"])) is None
+
+
+def test_direct_path_version_guard() -> None:
+    from rxhubs.transport._direct import sdk_version_supported
+
+    assert sdk_version_supported("5.11.0") and sdk_version_supported("5.15.1")
+    assert not sdk_version_supported("5.10.9") and not sdk_version_supported("6.0.0")
+    assert not sdk_version_supported("not-a-version")

@@ -1,0 +1,141 @@
+"""The direct receive path: one partition's AMQP link driven by rxhubs, without the SDK's receive loop.
+
+azure-eventhub's public ``receive_batch`` runs, per partition, a task that reads the socket and then sleeps
+50 ms, and a second task that turns each message into an ``EventData`` and then sleeps 50 ms when it found
+none (``_pyamqp_transport_async.py``, 5.15). A partition is therefore read at most 20 times a second, and
+each event costs an ``EventData`` and an ``AmqpAnnotatedMessage`` that rxhubs does not need. This module opens
+the same link through the SDK's own consumer (``client._create_consumer``: same authentication, link
+properties, owner level, filters and error mapping) and runs the loop itself: read while the receiver has
+room, hand the messages over as they are, no pause.
+
+It uses private parts of azure-eventhub, so it is guarded: only the pyamqp transport, only azure-eventhub
+versions from 5.11 up to (not including) 6, and only when every attribute it uses is there. Otherwise, or
+with ``RXHUBS_DIRECT_RECEIVE=0`` in the environment, receivers use the public ``receive_batch`` path; both
+paths pass the same receiver and partition-stream contract tests. See ``docs/transport.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from azure.eventhub import __version__ as sdk_version
+
+from rxhubs.errors import TransportError
+
+__all__ = ["DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "sdk_version_supported"]
+
+_log = logging.getLogger("rxhubs.transport.azure")
+
+#: Set to ``0`` to make every receiver use the SDK's public ``receive_batch`` loop.
+DIRECT_VARIABLE = "RXHUBS_DIRECT_RECEIVE"
+
+_SUPPORTED = ((5, 11), (6, 0))  # [from, to): the versions whose private parts this module was checked against
+_CONSUMER_PARTS = ("_open", "_message_buffer", "_handle_exception", "close", "_prefetch")
+
+
+def sdk_version_supported(version: str = sdk_version) -> bool:
+    """True for the azure-eventhub versions the direct path was checked against.
+
+    Example:
+        >>> sdk_version_supported("5.15.1"), sdk_version_supported("6.0.0"), sdk_version_supported("5.10.0")
+        (True, False, False)
+    """
+    try:
+        parts = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return False
+    return _SUPPORTED[0] <= parts < _SUPPORTED[1]
+
+
+def direct_supported(client: Any) -> bool:
+    """Whether receivers of this SDK client can use the direct path (see the module docstring)."""
+    if os.environ.get(DIRECT_VARIABLE, "1").strip() == "0" or not sdk_version_supported():
+        return False
+    transport = getattr(client, "_amqp_transport", None)
+    return getattr(transport, "KIND", None) == "pyamqp" and callable(getattr(client, "_create_consumer", None))
+
+
+async def _no_callback(*_: Any) -> None:  # the SDK's consumer wants one; the direct loop never calls it
+    return None
+
+
+def delivery_tags(handler: Any) -> set[Any] | None:
+    """The link's set of delivery tags awaiting a disposition, or None if it cannot be found."""
+    tags = getattr(getattr(handler, "_link", None), "_received_delivery_tags", None)
+    return tags if isinstance(tags, set) else None
+
+
+def _forget_tags(handler: Any) -> None:
+    """The SDK's link keeps every delivery tag forever (no disposition is ever sent): about 60 bytes an event."""
+    tags = delivery_tags(handler)
+    if tags:
+        tags.clear()
+
+
+async def receive_direct(
+    client: Any,
+    consumer_group: str,
+    partition_id: str,
+    position: Any,
+    inclusive: bool,
+    *,
+    prefetch: int,
+    owner_level: int | None,
+    track_last_enqueued_event_properties: bool,
+    room: Callable[[], Awaitable[None]],
+    deliver: Callable[[list[Any]], None],
+    opened: Callable[[Any], None] = lambda handler: None,
+) -> None:
+    """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
+
+    ``opened(handler)`` is called once the link is attached, with the SDK's AMQP receive client.
+    ``room()`` returns when the receiver can take more (it waits while the receiver's buffer is full: the
+    link then stops being read, its credit runs out and the service stops sending). Errors come out as the
+    SDK's own exception types (the consumer maps them, as in its public loop), for the caller to translate.
+    """
+    consumer = client._create_consumer(
+        consumer_group, partition_id, position, _no_callback,
+        prefetch=prefetch, owner_level=owner_level,
+        track_last_enqueued_event_properties=track_last_enqueued_event_properties,
+        event_position_inclusive=inclusive,
+    )
+    missing = [name for name in _CONSUMER_PARTS if not hasattr(consumer, name)]
+    if missing:  # checked before any I/O: the caller falls back to the public path
+        raise NotImplementedError(f"azure-eventhub's consumer has no {', '.join(missing)}")
+    try:
+        try:
+            await consumer._open()
+            handler = consumer._handler
+            buffer = consumer._message_buffer
+            opened(handler)
+            while True:
+                await room()
+                if len(buffer) < prefetch:
+                    if not await handler.do_work_async(batch=prefetch):
+                        raise TransportError(f"the link to partition {partition_id} closed")
+                    _forget_tags(handler)
+                if buffer:
+                    messages = list(buffer)
+                    buffer.clear()
+                    deliver(messages)
+                else:
+                    await asyncio.sleep(0)  # let the pulls run between reads that brought nothing
+        except (asyncio.CancelledError, TransportError):
+            raise
+        except Exception as exc:
+            try:
+                error = await consumer._handle_exception(exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as mapped:
+                error = mapped
+            raise error from exc
+    finally:
+        try:
+            await asyncio.shield(consumer.close())
+        except Exception as exc:  # closing is best effort; the outcome above is what counts
+            _log.debug("closing the consumer of partition %s failed: %r", partition_id, exc)
