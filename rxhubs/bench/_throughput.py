@@ -7,8 +7,8 @@ and a fresh checkpoint container per trial, alternating implementations. The SDK
 Both sides read every event's body and sequence number, the least a real consumer does.
 
 * ``tuned``: both with batch 1000 and prefetch 2000, both tracking last-enqueued properties (rxhubs does by
-  default, for lag), both checkpointing each partition once per 5 s: the ratio shows rxhubs' own overhead
-  (target >= 0.95x).
+  default, for lag), both checkpointing each partition once per 5 s: the ratio shows what rxhubs does per
+  event against what the SDK does (target >= 1.0x).
 * ``defaults``: both out of the box; the SDK checkpointing every batch as its samples do, rxhubs with
   ``hops.checkpoint(store)``'s defaults (target >= 2x: what users feel).
 """
@@ -48,7 +48,12 @@ def _prefill(connection_string: str, events: int) -> None:
 
 
 def run(args: Any = None) -> list[dict[str, Any]]:
-    """Alternate SDK and rxhubs trials per profile; report medians."""
+    """Alternate SDK and rxhubs trials per profile; report medians.
+
+    ``rxhubs`` and ``baseline`` are the medians of each side's rates; ``ratio`` is the median of the ratios of
+    the pairs (each rxhubs trial against the SDK trial just before it), which load that comes and goes
+    during a run moves less; ``pair_ratios`` lists them.
+    """
     from rxhubs.testing._azurite import Azurite
 
     quick = bool(getattr(args, "quick", False))
@@ -58,7 +63,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     with emulator_process({HUB: PARTITIONS}) as conns, Azurite() as azurite:
         _prefill(conns[HUB], events)
         env = {"RXHUBS_BENCH_EVENTHUB": conns[HUB], "RXHUBS_BENCH_STORAGE": azurite.connection_string}
-        for profile, target in (("tuned", ">= 0.95x"), ("defaults", ">= 2x")):
+        for profile, target in (("tuned", ">= 1.0x"), ("defaults", ">= 2.0x")):
             rates: dict[str, list[float]] = {"sdk": [], "rxhubs": []}
             for _ in range(repeat):
                 for impl in ("sdk", "rxhubs"):
@@ -69,12 +74,15 @@ def run(args: Any = None) -> list[dict[str, Any]]:
                         env,
                     )
                     rates[impl].append(result["events_per_s"])
-            figures.append(
-                figure(
-                    "throughput", f"events_per_s_{profile}", "events/s",
-                    round(statistics.median(rates["rxhubs"])), round(statistics.median(rates["sdk"])),
-                    "azure-eventhub EventHubConsumerClient + official blob checkpoint store", target,
-                    partitions=PARTITIONS, events=events, event_bytes=1024,
-                )
+            pairs = [r / s for r, s in zip(rates["rxhubs"], rates["sdk"], strict=True)]
+            result = figure(
+                "throughput", f"events_per_s_{profile}", "events/s",
+                round(statistics.median(rates["rxhubs"])), round(statistics.median(rates["sdk"])),
+                "azure-eventhub EventHubConsumerClient + official blob checkpoint store", target,
+                partitions=PARTITIONS, events=events, event_bytes=1024, trials=repeat,
+                pair_ratios=[round(r, 3) for r in pairs],
             )
+            result["ratio"] = round(statistics.median(pairs), 4)
+            result["met"] = result["ratio"] >= float(target.split()[1].rstrip("x"))
+            figures.append(result)
     return figures

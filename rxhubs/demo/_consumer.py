@@ -1,12 +1,14 @@
-"""One demo consumer process: consume -> sink (Spark Parquet or JSON lines) -> checkpoint.
+"""The demo's consumers: a pool of worker processes (``rxhubs.run_workers``), each consume -> sink -> checkpoint.
 
-Run as ``python -m rxhubs.demo._consumer``; the connection string comes from the environment variable
-``RXHUBS_CONNECTION_STRING`` so it never shows in a process listing.
+Run as ``python -m rxhubs.demo._consumer --workers N``; the connection string comes from the environment
+variable ``RXHUBS_CONNECTION_STRING`` so it never shows in a process listing. Worker ``i`` has the owner id
+``<prefix>-w{i}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -56,37 +58,62 @@ def build_pipeline(
     return pipeline
 
 
+def worker_pipeline(settings: dict[str, Any], context: rxhubs.WorkerContext) -> Observable[Any]:
+    """One worker of the demo's pool: its pipeline, ready once its Spark session is up.
+
+    The late worker (``settings["late"]``) then waits, on its first start only, until the orchestrator
+    writes its go file: it joins a third of the way through the run.
+    """
+    out = Path(settings["out"])
+    owner = context.owner_id
+    hub = context.closing(
+        rxhubs.EventHub.from_connection_string(os.environ.get("RXHUBS_CONNECTION_STRING", ""),
+                                               eventhub_name=settings["hub"])
+    )
+    store = context.closing(SqliteCheckpointStore(settings["store"]))
+    pipeline = build_pipeline(
+        hub, store, owner_id=owner, out=out, spark=settings["spark"],
+        interval=settings["interval"], expiry=settings["expiry"],
+    )
+    (out / "ready").mkdir(exist_ok=True)
+    (out / "ready" / owner).write_text(f"{os.getpid()}\n")  # the orchestrator waits for this, and signals it
+    go = out / "go" / owner
+    while context.index == settings["late"] and context.incarnation == 0 and not go.exists():
+        time.sleep(0.1)
+    log.info("%s consuming (incarnation %d)", owner, context.incarnation)
+    return pipeline
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rxhubs-demo-consumer")
+    """The demo's consumers: one ``rxhubs.run_workers`` pool; prints events per worker at the end."""
+    parser = argparse.ArgumentParser(prog="rxhubs-demo-consumers")
     parser.add_argument("--hub", required=True)
     parser.add_argument("--store", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--owner-id", required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--late", type=int, default=-1, help="this worker joins when its go file appears")
+    parser.add_argument("--owner-prefix", default="demo", help="worker i's owner id is PREFIX-w{i}")
     parser.add_argument("--spark", action="store_true")
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--expiry", type=float, default=6.0)
-    parser.add_argument("--wait-for", type=Path, help="once ready, wait until this file exists, then consume")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.owner_id} %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
-    conn = os.environ.get("RXHUBS_CONNECTION_STRING", "")
+    settings = {
+        "hub": args.hub, "store": str(args.store), "out": str(args.out), "late": args.late, "spark": args.spark,
+        "interval": args.interval, "expiry": args.expiry,
+    }
     try:
-        hub = rxhubs.EventHub.from_connection_string(conn, eventhub_name=args.hub)
-        store = SqliteCheckpointStore(args.store)
-        pipeline = build_pipeline(
-            hub, store, owner_id=args.owner_id, out=args.out, spark=args.spark,
-            interval=args.interval, expiry=args.expiry,
+        summary = rxhubs.run_workers(
+            functools.partial(worker_pipeline, settings), workers=args.workers, owner_prefix=args.owner_prefix,
+            grace=60.0,
         )
-        (args.out / "ready").mkdir(exist_ok=True)
-        (args.out / "ready" / args.owner_id).write_text("ready\n")  # the orchestrator waits for this
-        while args.wait_for is not None and not args.wait_for.exists():
-            time.sleep(0.1)
-        rxhubs.run(pipeline, grace=60.0)
     except RxHubsError as exc:
-        print(f"consumer {args.owner_id}: error: {exc}", file=sys.stderr)
+        print(f"demo consumers: error: {exc}", file=sys.stderr)
         return 2
-    log.info("stopped cleanly")
-    return 0
+    (args.out / "workers.txt").write_text(f"{summary}\n")
+    print(summary, flush=True)
+    return 0 if summary.ok else 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from rxhubs.errors import ConfigurationError
 MARKER = ".rxhubs-demo"
 HUB = "telemetry"
 CONSUMER_GROUP = "$Default"
+OWNER_PREFIX = "demo"  # worker i of the consumer pool is demo-w{i}
 
 
 @dataclass
@@ -77,60 +78,99 @@ def prepare_out(out: Path) -> None:
         raise ConfigurationError(f"cannot use {out} as the output folder: {exc.strerror or exc}") from exc
 
 
-class Consumer:
-    """One consumer process."""
+class Worker:
+    """One worker of the consumer pool, seen from the orchestrator (its pid comes from its ready file)."""
 
-    def __init__(self, owner_id: str, options: DemoOptions, connection_string: str, *, late: bool = False) -> None:
-        self.owner_id = owner_id
-        self.go_file = options.out / "go" / owner_id if late else None
+    def __init__(self, index: int, options: DemoOptions, *, late: bool = False) -> None:
+        self.owner_id = f"{OWNER_PREFIX}-w{index}"
+        self.options = options
+        self.late = late
+
+    def go(self) -> None:
+        """Let the late worker, warmed up and waiting, start consuming."""
+        go = self.options.out / "go" / self.owner_id
+        go.parent.mkdir(exist_ok=True)
+        go.write_text("go\n")
+
+    @property
+    def ready(self) -> bool:
+        """True once the worker built its pipeline (its Spark session is up) and is about to consume."""
+        return self.pid is not None
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int((self.options.out / "ready" / self.owner_id).read_text())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def running(self) -> bool:
+        pid = self.pid
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def stop(self, timeout: float = 90.0) -> None:
+        """SIGTERM this worker only (graceful: flush, checkpoint, release); the pool does not restart it."""
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        for _ in range(int(timeout / 0.2)):
+            if not self.running:
+                return
+            await asyncio.sleep(0.2)
+
+
+class Pool:
+    """The consumer processes: one ``rxhubs.run_workers`` pool (``python -m rxhubs.demo._consumer``)."""
+
+    def __init__(self, options: DemoOptions, connection_string: str) -> None:
         self.options = options
         self.connection_string = connection_string
+        n = options.consumers
+        self.workers = [Worker(i, options, late=n > 1 and i == n - 1) for i in range(n)]
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         o = self.options
-        log = (o.out / "logs" / f"{self.owner_id}.log").open("wb")
+        log = (o.out / "logs" / "consumers.log").open("wb")
         env = dict(os.environ, RXHUBS_CONNECTION_STRING=self.connection_string, PYTHONUNBUFFERED="1")
+        late = len(self.workers) - 1 if len(self.workers) > 1 else -1
         args = [
             sys.executable, "-m", "rxhubs.demo._consumer", "--hub", HUB, "--store", str(o.out / "checkpoints.sqlite"),
-            "--out", str(o.out), "--owner-id", self.owner_id, "--interval", str(o.interval), "--expiry", str(o.expiry),
+            "--out", str(o.out), "--workers", str(len(self.workers)), "--late", str(late),
+            "--owner-prefix", OWNER_PREFIX, "--interval", str(o.interval), "--expiry", str(o.expiry),
         ]
         if o.spark:
             args.append("--spark")
-        if self.go_file is not None:
-            args += ["--wait-for", str(self.go_file)]
         self.process = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=log, env=env)
         log.close()
-
-    def go(self) -> None:
-        """Let a late consumer, warmed up and waiting, start consuming."""
-        if self.go_file is not None:
-            self.go_file.parent.mkdir(exist_ok=True)
-            self.go_file.write_text("go\n")
-
-    @property
-    def ready(self) -> bool:
-        """True once the process built its pipeline (its Spark session is up) and is about to consume."""
-        return (self.options.out / "ready" / self.owner_id).exists()
-
-    async def wait_ready(self, timeout: float = 300.0) -> None:
-        """Wait until :attr:`ready`; raise if the process died or took too long."""
-        deadline = time.monotonic() + timeout
-        while not self.ready:
-            if not self.running:
-                raise ConfigurationError(
-                    f"{self.owner_id} exited before it was ready; see {self.options.out / 'logs' / self.owner_id}.log"
-                )
-            if time.monotonic() > deadline:
-                raise ConfigurationError(f"{self.owner_id} was not ready after {timeout:.0f} s")
-            await asyncio.sleep(0.2)
 
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
-    async def stop(self, timeout: float = 90.0) -> int | None:
-        """SIGTERM (graceful: flush, checkpoint, release), then SIGKILL after ``timeout``."""
+    async def wait_ready(self, timeout: float = 300.0) -> None:
+        """Wait until every worker is ready; raise if the pool died or took too long."""
+        deadline = time.monotonic() + timeout
+        while not all(w.ready for w in self.workers):
+            if not self.running:
+                raise ConfigurationError(
+                    f"the consumers exited before they were ready; see {self.options.out / 'logs' / 'consumers.log'}"
+                )
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"the consumers were not ready after {timeout:.0f} s")
+            await asyncio.sleep(0.2)
+
+    async def stop(self, timeout: float = 120.0) -> int | None:
+        """SIGTERM the pool (it stops every worker gracefully), then SIGKILL after ``timeout``."""
         process = self.process
         if process is None or process.returncode is not None:
             return None if process is None else process.returncode
@@ -220,17 +260,15 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
         store = SqliteCheckpointStore(options.out / "checkpoints.sqlite")
         partition_ids = list(await hub.get_partition_ids())
         note(f"emulator on 127.0.0.1:{emulator.port}, hub {HUB!r} with {len(partition_ids)} partitions")
-        n = options.consumers
-        consumers = [
-            Consumer(f"consumer-{i + 1}", options, connection_string, late=n > 1 and i == n - 1) for i in range(n)
-        ]
-        for c in consumers:  # all start now, so every JVM warms up before the timeline begins
-            await c.start()
-            note(f"{c.owner_id} starting (pid {c.process.pid if c.process else '?'})"
-                 + (", held back until a third of the run" if c.go_file else ""))
+        pool = Pool(options, connection_string)
+        consumers = pool.workers
+        await pool.start()  # every worker starts now, so every JVM warms up before the timeline begins
+        note(f"{len(consumers)} consumer processes starting (rxhubs.run_workers, pool pid "
+             f"{pool.process.pid if pool.process else '?'})"
+             + (f"; {consumers[-1].owner_id} held back until a third of the run" if len(consumers) > 1 else ""))
         if options.spark:
             note("waiting for the consumers' Spark sessions")
-        await asyncio.gather(*(c.wait_ready() for c in consumers))
+        await pool.wait_ready()
         note("consumers ready")
         stop_producing = asyncio.Event()
         sent = [0]
@@ -278,10 +316,11 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
             stop_producing.set()
             if not producer.done():
                 producer.cancel()
-            for c in consumers:
-                await c.stop()
+            await pool.stop()
             await hub.close()
         note("consumers stopped")
+        with contextlib.suppress(OSError):
+            emit("events per consumer process (rxhubs.run_workers):\n" + (options.out / "workers.txt").read_text())
 
     seen, rows = _read_back(options)
     summary = DemoSummary(

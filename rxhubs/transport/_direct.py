@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -57,6 +58,18 @@ def direct_supported(client: Any) -> bool:
         return False
     transport = getattr(client, "_amqp_transport", None)
     return getattr(transport, "KIND", None) == "pyamqp" and callable(getattr(client, "_create_consumer", None))
+
+
+class _SignallingDeque(deque[Any]):
+    """The consumer's message buffer, calling ``on_append`` after each message the SDK appends."""
+
+    def __init__(self, on_append: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_append = on_append
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._on_append()
 
 
 async def _no_callback(*_: Any) -> None:  # the SDK's consumer wants one; the direct loop never calls it
@@ -106,24 +119,43 @@ async def receive_direct(
     missing = [name for name in _CONSUMER_PARTS if not hasattr(consumer, name)]
     if missing:  # checked before any I/O: the caller falls back to the public path
         raise NotImplementedError(f"azure-eventhub's consumer has no {', '.join(missing)}")
+    # The SDK's message callback appends each message to consumer._message_buffer, during do_work_async, which
+    # returns only after up to `prefetch` frames or a quiet socket: a trickle of events would sit there for
+    # seconds. So the buffer signals each arrival, and a second task hands messages over as they come.
+    arrived = asyncio.Event()
+    buffer: _SignallingDeque = _SignallingDeque(arrived.set)
+    consumer._message_buffer = buffer
+    drained = asyncio.Event()
+
+    async def hand_over() -> None:
+        while True:
+            await arrived.wait()
+            arrived.clear()
+            await room()
+            if buffer:
+                messages = list(buffer)
+                buffer.clear()
+                drained.set()
+                deliver(messages)
+
+    drainer: asyncio.Task[None] | None = None
     try:
         try:
             await consumer._open()
             handler = consumer._handler
-            buffer = consumer._message_buffer
             opened(handler)
+            drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
             while True:
+                if drainer.done():
+                    drainer.result()  # its error, if any
                 await room()
-                if len(buffer) < prefetch:
-                    if not await handler.do_work_async(batch=prefetch):
-                        raise TransportError(f"the link to partition {partition_id} closed")
-                    _forget_tags(handler)
-                if buffer:
-                    messages = list(buffer)
-                    buffer.clear()
-                    deliver(messages)
-                else:
-                    await asyncio.sleep(0)  # let the pulls run between reads that brought nothing
+                if len(buffer) >= prefetch:  # a full read is waiting for room downstream
+                    drained.clear()
+                    await drained.wait()
+                    continue
+                if not await handler.do_work_async(batch=prefetch):
+                    raise TransportError(f"the link to partition {partition_id} closed")
+                _forget_tags(handler)
         except (asyncio.CancelledError, TransportError):
             raise
         except Exception as exc:
@@ -135,6 +167,8 @@ async def receive_direct(
                 error = mapped
             raise error from exc
     finally:
+        if drainer is not None:
+            drainer.cancel()
         try:
             await asyncio.shield(consumer.close())
         except Exception as exc:  # closing is best effort; the outcome above is what counts

@@ -23,7 +23,9 @@ async def test_the_fallback_really_is_the_public_loop(env: HubEnv) -> None:
     await env.send([b"a", b"b"], "0")
     async with env.hub.receiver("0") as receiver:
         assert isinstance(receiver, AzurePartitionReceiver)
-        batch = await receiver.receive_batch(10, max_wait=10)
-        assert [e.body for e in batch] == [b"a", b"b"]
+        bodies = [e.body for e in await receiver.receive_batch(10, max_wait=10)]
+        if len(bodies) < 2:  # one read may hand over one event, the next the other
+            bodies += [e.body for e in await receiver.receive_batch(10, max_wait=10)]
+        assert bodies == [b"a", b"b"]
         assert receiver._direct_handler is None  # no link of ours: the SDK's receive_batch read these
         assert receiver._delivery_tags() is not None
