@@ -34,6 +34,10 @@ _log = logging.getLogger("rxhubs.transport.azure")
 #: Set to ``0`` to make every receiver use the SDK's public ``receive_batch`` loop.
 DIRECT_VARIABLE = "RXHUBS_DIRECT_RECEIVE"
 
+#: Seconds the hand-over waits after a first message arrives, so that a busy link's messages go downstream in
+#: batches (a trickle is handed over within this delay).
+COALESCE = 0.005
+
 _SUPPORTED = ((5, 11), (6, 0))  # [from, to): the versions whose private parts this module was checked against
 _CONSUMER_PARTS = ("_open", "_message_buffer", "_handle_exception", "close", "_prefetch")
 
@@ -121,7 +125,8 @@ async def receive_direct(
         raise NotImplementedError(f"azure-eventhub's consumer has no {', '.join(missing)}")
     # The SDK's message callback appends each message to consumer._message_buffer, during do_work_async, which
     # returns only after up to `prefetch` frames or a quiet socket: a trickle of events would sit there for
-    # seconds. So the buffer signals each arrival, and a second task hands messages over as they come.
+    # seconds. So the buffer signals each arrival, and a second task hands messages over as they come (those
+    # that arrive within COALESCE of the first together).
     arrived = asyncio.Event()
     buffer: _SignallingDeque = _SignallingDeque(arrived.set)
     consumer._message_buffer = buffer
@@ -130,6 +135,8 @@ async def receive_direct(
     async def hand_over() -> None:
         while True:
             await arrived.wait()
+            if len(buffer) < prefetch // 2:
+                await asyncio.sleep(COALESCE)  # let a busy link's frames gather: one hand-over, not one per read
             arrived.clear()
             await room()
             if buffer:
