@@ -21,6 +21,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("Operators", "rxhubs.operators", ["process", "checkpoint"]),
     ("Processor", "rxhubs", ["EventProcessor", "PartitionProcessor"]),
+    ("Workers", "rxhubs", ["run_workers", "WorkerContext", "WorkersSummary", "WorkerReport"]),
     ("Stores", "rxhubs.stores", [
         "CheckpointStore", "InMemoryCheckpointStore", "SqliteCheckpointStore", "BlobCheckpointStore",
         "SdkCheckpointStore", "as_checkpoint_store", "from_url",

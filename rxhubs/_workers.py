@@ -95,6 +95,11 @@ class WorkerReport:
         restarts: How many times it was restarted.
         exit_code: Its last process's exit code (negative: killed by that signal).
         gave_up: True if it kept dying and was not restarted again.
+
+    Example:
+        >>> report = WorkerReport(0, "host-1f2e3d-w0", events=1200, restarts=1, exit_code=0, gave_up=False)
+        >>> report.owner_id, report.events
+        ('host-1f2e3d-w0', 1200)
     """
 
     index: int
