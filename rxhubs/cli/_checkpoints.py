@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -121,16 +123,18 @@ def _show(rows: list[dict[str, Any]], args: argparse.Namespace, out: TextIO, at:
 
 
 async def watch(
-    hub: Any, store: Any, args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+    hub: Any, store: Any, args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Print the table every ``--interval`` seconds, ``--count`` times or until cancelled (Ctrl-C).
+    """Print the table every ``--interval`` seconds, ``--count`` times, or until ``stop`` is set (Ctrl-C).
 
     The first refresh fails the command on any error (most likely a wrong option); later ones report an error
     that may pass (``retriable``) on ``err`` and try again at the next refresh.
     """
     interval = args.interval or DEFAULT_INTERVAL
+    stop = stop or asyncio.Event()
     refreshes = 0
-    while True:
+    while not stop.is_set():
         started = time.monotonic()
         try:
             rows = await collect(hub, store, args.consumer_group)
@@ -143,7 +147,8 @@ async def watch(
         refreshes += 1
         if args.count is not None and refreshes >= args.count:
             return
-        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - started)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +157,15 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> list[dict[str, Any]]:
         async with opened(args) as (hub, store):
             if args.watch:
-                await watch(hub, store, args)
+                # Ctrl-C ends the watch after the refresh under way, never inside an SDK call (a cancelled
+                # management call can swallow the cancellation and leave the command running).
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                loop.add_signal_handler(signal.SIGINT, stop.set)
+                try:
+                    await watch(hub, store, args, stop=stop)
+                finally:
+                    loop.remove_signal_handler(signal.SIGINT)
                 return []
             return await collect(hub, store, args.consumer_group)
 
