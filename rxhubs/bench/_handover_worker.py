@@ -1,7 +1,11 @@
 """One consumer of the ``handover`` scenario: the official processor or rxhubs, recording what it processed.
 
 Connection strings come from RXHUBS_BENCH_EVENTHUB / RXHUBS_BENCH_STORAGE. It runs until SIGTERM (rxhubs:
-graceful stop; the SDK: close), then writes the (partition, sequence number) pairs it processed to --out.
+graceful stop; the SDK: close), then writes to --out a JSON object: ``processed`` (partition, sequence number,
+wall time) for each event, ``claims`` and ``closes`` (wall times per partition, from the
+``on_partition_initialize`` and ``on_partition_close`` hooks), ``started`` (wall time the process began),
+``store_calls`` (checkpoint-store requests, counted by a proxy around the store), ``connections`` (TCP
+connections this process held to the hub at SIGTERM).
 """
 
 from __future__ import annotations
@@ -11,14 +15,94 @@ import asyncio
 import json
 import os
 import signal
-from typing import Any
+import time
+from collections import defaultdict
+from typing import Any, cast
+from urllib.parse import urlparse
+
+STARTED = time.time()
 
 INTERVAL = 2.0
 EXPIRY = 6.0
 WORK_S = 0.02  # per batch, so a batch is in flight when ownership moves
 
 
-async def sdk(args: argparse.Namespace, processed: list[tuple[str, int]], stop: asyncio.Event) -> None:
+class Record:
+    """What one consumer saw."""
+
+    def __init__(self) -> None:
+        self.processed: list[tuple[str, int, float]] = []
+        self.claims: dict[str, list[float]] = defaultdict(list)
+        self.closes: dict[str, list[float]] = defaultdict(list)
+        self.store_calls = 0
+        self.connections = 0
+
+    async def claimed(self, context: Any, *_: Any) -> None:
+        self.claims[context.partition_id].append(time.time())
+
+    async def closed(self, context: Any, *_: Any) -> None:
+        self.closes[context.partition_id].append(time.time())
+
+    def count_connections(self) -> None:
+        import psutil
+
+        port = urlparse(os.environ["RXHUBS_BENCH_EVENTHUB"].split(";")[0].split("=", 1)[1]).port
+        self.connections = sum(
+            1 for c in psutil.Process().net_connections(kind="tcp")
+            if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"processed": self.processed, "claims": self.claims, "closes": self.closes, "started": STARTED,
+                "store_calls": self.store_calls, "connections": self.connections}
+
+
+class CountingStore:
+    """A checkpoint store (either side's) that counts the requests made of it."""
+
+    VERBS = ("list_ownership", "claim_ownership", "list_checkpoints", "update_checkpoint")
+
+    def __init__(self, inner: Any, record: Record) -> None:
+        self._inner = inner
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if name not in self.VERBS:
+            return attribute
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self._record.store_calls += 1
+            return await attribute(*args, **kwargs)
+
+        return counted
+
+
+def rx_counting_store(inner: Any, record: Record) -> Any:
+    """The store for the rxhubs side, counted (a CheckpointStore subclass: rxhubs tells store kinds by type)."""
+    from rxhubs.stores import CheckpointStore
+
+    class Counted(CheckpointStore):
+        async def list_ownership(self, *args: Any) -> Any:
+            record.store_calls += 1
+            return await inner.list_ownership(*args)
+
+        async def claim_ownership(self, ownerships: Any) -> Any:
+            record.store_calls += 1
+            return await inner.claim_ownership(ownerships)
+
+        async def list_checkpoints(self, *args: Any) -> Any:
+            record.store_calls += 1
+            return await inner.list_checkpoints(*args)
+
+        async def update_checkpoint(self, checkpoint: Any) -> None:
+            record.store_calls += 1
+            await inner.update_checkpoint(checkpoint)
+
+    return Counted()
+
+
+async def sdk(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> None:
     from azure.eventhub.aio import EventHubConsumerClient
     from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore
 
@@ -26,7 +110,7 @@ async def sdk(args: argparse.Namespace, processed: list[tuple[str, int]], stop: 
     client = EventHubConsumerClient.from_connection_string(
         os.environ["RXHUBS_BENCH_EVENTHUB"],
         consumer_group="$Default",
-        checkpoint_store=store,
+        checkpoint_store=cast(Any, CountingStore(store, record)),
         load_balancing_interval=INTERVAL,
         partition_ownership_expiration_interval=EXPIRY,
     )
@@ -35,18 +119,22 @@ async def sdk(args: argparse.Namespace, processed: list[tuple[str, int]], stop: 
         if not events:
             return
         await asyncio.sleep(WORK_S)
-        processed.extend((context.partition_id, e.sequence_number) for e in events)
+        now = time.time()
+        record.processed.extend((context.partition_id, e.sequence_number, now) for e in events)
         await context.update_checkpoint()
 
-    task = asyncio.create_task(client.receive_batch(on_batch, starting_position="-1", max_batch_size=100))
+    task = asyncio.create_task(client.receive_batch(
+        on_batch, starting_position="-1", max_batch_size=100,
+        on_partition_initialize=record.claimed, on_partition_close=record.closed,
+    ))
     await stop.wait()
+    record.count_connections()
     await client.close()
     task.cancel()
     await store.close()
 
 
-async def rx(args: argparse.Namespace, processed: list[tuple[str, int]], stop: asyncio.Event) -> None:
-    from reactivex import operators as ops
+async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> None:
 
     import rxhubs
     from rxhubs import operators as hops
@@ -56,15 +144,21 @@ async def rx(args: argparse.Namespace, processed: list[tuple[str, int]], stop: a
     hub = rxhubs.EventHub.from_connection_string(os.environ["RXHUBS_BENCH_EVENTHUB"])
     shutdown = rxhubs.Shutdown()
 
-    def work(batch: rxhubs.EventBatch) -> None:
-        processed.extend((batch.partition_id, e.sequence_number) for e in batch)
+    async def work(batch: rxhubs.EventBatch) -> rxhubs.EventBatch:
+        await asyncio.sleep(WORK_S)  # the same work per batch as the SDK side
+        now = time.time()
+        record.processed.extend((batch.partition_id, e.sequence_number, now) for e in batch)
+        return batch
 
+    counted = rx_counting_store(store, record)
     pipeline: Any = rxhubs.consume(
-        hub, "$Default", store, owner_id=args.owner, load_balancing_interval=INTERVAL, ownership_expiration=EXPIRY,
-        max_batch_size=100,
-    ).pipe(ops.do_action(work), hops.checkpoint(store, max_interval=1.0))
+        hub, "$Default", counted, owner_id=args.owner, load_balancing_interval=INTERVAL,
+        ownership_expiration=EXPIRY, max_batch_size=100,
+        on_partition_initialize=record.claimed, on_partition_close=record.closed,
+    ).pipe(hops.process(work), hops.checkpoint(counted, max_interval=1.0))
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=shutdown, signals=()))
     await stop.wait()
+    record.count_connections()
     shutdown.request()
     await runner
     await hub.close()
@@ -78,17 +172,17 @@ def main() -> None:
     parser.add_argument("--container", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    processed: list[tuple[str, int]] = []
+    record = Record()
 
     async def go() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         print("ready", flush=True)
-        await (sdk(args, processed, stop) if args.impl == "sdk" else rx(args, processed, stop))
+        await (sdk(args, record, stop) if args.impl == "sdk" else rx(args, record, stop))
 
     asyncio.run(go())
     with open(args.out, "w") as out:
-        json.dump(processed, out)
+        json.dump(record.to_json(), out)
 
 
 if __name__ == "__main__":

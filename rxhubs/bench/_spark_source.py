@@ -10,7 +10,14 @@ the same process and Spark session (``local[2]``: two cores):
   ``rxhubs.spark.write(max_events=10_000)`` appending to Parquet, driven by ``rxhubs.run``.
 
 Elapsed time runs from the start of the query (or pipeline) to its end, and the Parquet output is counted
-after it. A warm-up run of each goes first (JVM, Python workers), then the two alternate and medians are
+after it.
+
+A second figure puts the source against the raw SDK: the same query into Spark's ``noop`` sink (reading and
+converting, no writing) against one azure-eventhub ``EventHubConsumerClient.receive_batch`` process reading
+the same partitions (prefetch 1000, batches of 1000, each event's body read), with the ratio per core as well
+(the source on ``local[2]`` uses two cores, the SDK consumer one).
+
+A warm-up run of the first two goes first (JVM, Python workers), then all alternate and medians are
 reported. Target: the source at least as fast as the sink path (>= 1.0x), since it spreads partitions over
 executors instead of funnelling them through one Python process.
 """
@@ -84,6 +91,72 @@ def _source(spark: Any, connection_string: str, root: Path, expected: int) -> fl
     return expected / elapsed
 
 
+def _source_noop(spark: Any, connection_string: str, root: Path, expected: int) -> float:
+    """The eventhubs source, availableNow into the noop sink; events/s (counted by the query's progress)."""
+    query = (
+        spark.readStream.format("eventhubs")
+        .option("connectionString", connection_string)
+        .option("startingPosition", "earliest")
+        .option("prefetch", "1000")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(root / "chk"))
+        .trigger(availableNow=True)
+    )
+    start = time.perf_counter()
+    running = query.start()
+    running.awaitTermination()
+    elapsed = time.perf_counter() - start
+    if running.exception() is not None:
+        raise RuntimeError(f"spark-source bench: the noop query failed: {running.exception()}")
+    rows = sum(int(p.get("numInputRows", 0)) for p in running.recentProgress)
+    if rows != expected:
+        raise RuntimeError(f"spark-source bench (noop): {rows} rows read, expected {expected}")
+    return expected / elapsed
+
+
+_RAW_SDK = """
+import asyncio, json, sys, time
+from azure.eventhub.aio import EventHubConsumerClient
+
+async def main(conn, expected):
+    client = EventHubConsumerClient.from_connection_string(conn, consumer_group="$Default")
+    seen, done, started = [0], asyncio.Event(), [0.0]
+
+    async def on_batch(context, events):
+        started[0] = started[0] or time.perf_counter()
+        seen[0] += len([b"".join(e.body) for e in events])
+        if seen[0] >= expected:
+            done.set()
+
+    start = time.perf_counter()
+    task = asyncio.create_task(client.receive_batch(
+        on_batch, starting_position="-1", max_batch_size=1000, prefetch=1000))
+    await done.wait()
+    elapsed = time.perf_counter() - start
+    await client.close()
+    task.cancel()
+    print(json.dumps({"events_per_s": expected / elapsed}), flush=True)
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def _raw_sdk(connection_string: str, expected: int) -> float:
+    """One raw azure-eventhub consumer process reading every partition from the start; events/s."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _RAW_SDK, connection_string, str(expected)],
+        capture_output=True, text=True, timeout=600,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"spark-source bench: the raw SDK consumer failed: {result.stderr[-2000:]}")
+    return float(json.loads(lines[-1])["events_per_s"])
+
+
 def _sink(spark: Any, connection_string: str, root: Path, expected: int) -> float:
     """partition_batches -> rxhubs.spark.write into Parquet; events/s."""
     import reactivex
@@ -143,7 +216,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     spark = local_session(master="local[2]", app_name="rxhubs-bench-source")
     spark.sparkContext.setLogLevel("ERROR")
     register_source(spark)
-    rates: dict[str, list[float]] = {"source": [], "sink": []}
+    rates: dict[str, list[float]] = {"source": [], "sink": [], "noop": [], "sdk": []}
     root = Path(tempfile.mkdtemp(prefix="rxhubs-bench-spark-source-"))
     try:
         with emulator_process({HUB: PARTITIONS}) as conns:
@@ -154,6 +227,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             for i in range(repeat):  # alternate, so drift on a noisy machine hits both alike
                 rates["source"].append(_source(spark, conn, root / f"source-{i}", events))
                 rates["sink"].append(_sink(spark, conn, root / f"sink-{i}", events))
+                rates["noop"].append(_source_noop(spark, conn, root / f"noop-{i}", events))
+                rates["sdk"].append(_raw_sdk(conn, events))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return [
@@ -168,5 +243,20 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             partitions=PARTITIONS,
             events=events,
             spark_master="local[2]",
-        )
+        ),
+        figure(
+            SCENARIO,
+            "events_per_s_noop_availablenow",
+            "events/s",
+            round(statistics.median(rates["noop"])),
+            round(statistics.median(rates["sdk"])),
+            "azure-eventhub EventHubConsumerClient.receive_batch, one process, same hub",
+            None,
+            partitions=PARTITIONS,
+            events=events,
+            spark_master="local[2]",
+            source_cores=2,
+            baseline_cores=1,
+            ratio_per_core=round(statistics.median(rates["noop"]) / 2 / statistics.median(rates["sdk"]), 4),
+        ),
     ]
