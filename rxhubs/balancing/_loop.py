@@ -14,7 +14,10 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
    handover finished (:meth:`ready`), and sleeps until the next round: one interval after the last began,
    or sooner, right after another consumer's record expires (at most once per half interval), so a crashed
-   consumer's partitions are taken over within half an interval of its expiry;
+   consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
+   handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
+   partitions for it) it lists the ownership records every :func:`look_gap` seconds and runs the round as
+   soon as a release shows, for at most one ownership expiration per handover (store calls rise only then);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -53,8 +56,24 @@ T = TypeVar("T")
 _REFRESH_IDS_EVERY = 30
 #: Attempts at the final release before the records are left to expire.
 _FINAL_ATTEMPTS = 4
+#: While awaiting a handover, the records are listed this many times per interval (and at least every
+#: :data:`_LOOK_AT_LEAST` seconds).
+_LOOKS_PER_INTERVAL = 8
+_LOOK_AT_LEAST = 0.25
 #: The operation each store verb is reported as (``ErrorContext.operation``).
 _OPERATIONS = {"list_ownership": "list", "list_checkpoints": "list", "claim_ownership": "claim"}
+
+
+def look_gap(interval: float) -> float:
+    """Seconds between two looks at the records while a consumer awaits a handover.
+
+    Example:
+        >>> look_gap(2.0), look_gap(10.0)
+        (0.25, 0.25)
+        >>> look_gap(1.0)
+        0.125
+    """
+    return min(interval / _LOOKS_PER_INTERVAL, _LOOK_AT_LEAST)
 
 
 class BalancingLoop(Holdings):
@@ -114,6 +133,11 @@ class BalancingLoop(Holdings):
         self._attempt = 0
         self._next_round = 0.0
         self._last_early = float("-inf")
+        self._presence_listed: list[Ownership] = []
+        self._awaiting_since: float | None = None
+        self._next_look = 0.0
+        #: Looks at the records while awaiting a handover (each one ``list_ownership`` call).
+        self.looks = 0
         self._release_failed = False
         self._operation = "list"
         self._stopping: RevokeReason | None = None
@@ -214,6 +238,7 @@ class BalancingLoop(Holdings):
             if self.want_baseline and self.baseline_checkpoints is None:
                 listed = await self._store("list_checkpoints", lambda: self.store.list_checkpoints(ns, hub, group))
                 self.baseline_checkpoints = {c.partition_id: c for c in listed}
+            self._presence_listed = presence
             decision = self._plan(records, presence, ids)
             releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
@@ -232,6 +257,7 @@ class BalancingLoop(Holdings):
         self._start_claimed(checkpoints)
         self._attempt = 0
         self._next_round = self._due_after(started)
+        self._note_awaiting(started)
         self._arm_watchdog()
 
     def _round_failed(self, error: Exception) -> None:
@@ -243,14 +269,26 @@ class BalancingLoop(Holdings):
         self._next_round = self._now() + delay
 
     async def _between_rounds(self) -> None:
-        """Release what became ready; sleep until the next round is due (or the loop is stopped)."""
+        """Release what became ready; sleep until the next round is due (or the loop is stopped).
+
+        While awaiting a handover, look at the records every :func:`look_gap` seconds meanwhile, and return
+        (run the round now) as soon as a partition this consumer would claim was released.
+        """
         while self._stopping is None:
             if not self._release_failed and any(s.ready for s in self.sessions.values()):
                 await self._release_ready()
                 continue
-            remaining = self._next_round - self._now()
+            now = self._now()
+            remaining = self._next_round - now
             if remaining <= 0:
                 return
+            look = self._look_due()
+            if look is not None and look < self._next_round:
+                if look <= now:
+                    if await self._handed_over():
+                        return
+                    continue
+                remaining = look - now
             self._wake.clear()
             await self._wake.wait(remaining)
 
@@ -312,10 +350,14 @@ class BalancingLoop(Holdings):
         return self.partition_ids
 
     def _plan(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
+        self.last_plan = self._decide(records, presence, ids)
+        return self.last_plan
+
+    def _decide(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
         now = self._now()
         self.avoid = {pid: until for pid, until in self.avoid.items() if until > now}
         releasing = {pid for pid, s in self.sessions.items() if s.state is SessionState.DRAINING or s.ready}
-        self.last_plan = plan(
+        return plan(
             records,
             ids,
             self.owner_id,
@@ -326,7 +368,37 @@ class BalancingLoop(Holdings):
             avoid=set(self.avoid),
             group=self.group,
         )
-        return self.last_plan
+
+    # -- awaiting a handover -----------------------------------------------------------------------------------
+    def _note_awaiting(self, now: float) -> None:
+        """After a round: begin (or end) looking at the records between rounds for the partitions awaited."""
+        if self.last_plan is None or self.last_plan.awaiting <= 0:
+            self._awaiting_since = None
+            return
+        if self._awaiting_since is None:
+            self._awaiting_since = now
+        self._next_look = now + look_gap(self.settings.load_balancing_interval)
+
+    def _look_due(self) -> float | None:
+        """When to look at the records next; None unless awaiting (for at most one expiration per handover)."""
+        since = self._awaiting_since
+        if since is None or self._now() - since > self.settings.ownership_expiration:
+            return None
+        return self._next_look
+
+    async def _handed_over(self) -> bool:
+        """List the records once: True if a partition this consumer would claim was released meanwhile."""
+        self._next_look = self._now() + look_gap(self.settings.load_balancing_interval)
+        self.looks += 1
+        ns, hub, group = self.group
+        if self.partition_ids is None:
+            return False
+        try:
+            records = await self._store("list_ownership", lambda: self.store.list_ownership(ns, hub, group))
+        except Exception as exc:  # the next round reports it; a look is only a shortcut
+            log.debug("balancing: looking for a handover failed (%s)", exc)
+            return False
+        return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
 
     def _apply(
         self,

@@ -26,8 +26,13 @@ The rules
   Azure SDK's processors): a consumer below the floor with nothing left to claim takes partitions from the
   non-cooperating owner holding the most, as long as that owner is above its target. Owners that stopped
   renewing need no stealing: their records expire and become claimable.
+* **Awaiting a handover.** A consumer below its target with nothing left to claim or steal, while
+  cooperating owners hold more than theirs, is *awaiting* (:attr:`Plan.awaiting`): those owners will release
+  partitions for it. Its loop then lists the records a few times per interval and balances as soon as a
+  release shows, instead of at its next round (up to one interval later).
 * ``strategy="greedy"`` (default) moves everything at once: a consumer that joins an owner of 32
-  partitions sees 16/16 within two intervals (one for the owner to see it and hand over, one to claim).
+  partitions sees 16/16 within one interval and a fraction (one for the owner to see it and hand over, then
+  the newcomer's next look at the records).
   ``strategy="balanced"`` claims, releases or steals at most one partition per interval.
 
 Presence
@@ -180,6 +185,9 @@ class Plan:
         earliest_expiry: When the first live record (or presence record) of another owner expires if it is
             not renewed: a loop may balance again right after it, so a crashed consumer's partitions are taken
             over at its expiry rather than up to one interval later.
+        awaiting: How many partitions this consumer still lacks after its claims and steals that cooperating
+            owners above their targets will hand over to it: the loop looks for their release more often
+            than once per interval until they arrive (see :mod:`rxhubs.balancing._loop`).
     """
 
     owner_id: str
@@ -192,6 +200,7 @@ class Plan:
     floor: int = 0
     ceiling: int = 0
     earliest_expiry: float | None = None
+    awaiting: int = 0
     targets: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -343,6 +352,10 @@ def plan(
                 steal.append(replace(records[pid], owner_id=owner_id))
                 wanted -= 1
 
+    # Partitions cooperating owners above their targets will release, and this consumer will then claim.
+    handing_over = sum(max(0, count[o] - targets[o]) for o in owners if o in cooperating and o != owner_id)
+    awaiting = max(0, min(target - after - len(steal), handing_over))
+
     return Plan(
         owner_id=owner_id,
         renew=renew,
@@ -354,5 +367,6 @@ def plan(
         floor=floor,
         ceiling=ceiling,
         earliest_expiry=min(expiries, default=None),
+        awaiting=awaiting,
         targets=targets,
     )

@@ -95,6 +95,21 @@ def test_cooperating_owners_are_never_stolen_from(
         assert live_count(records, ids, me) + len(p.claim) < p.floor
 
 
+@given(snapshots(), st.sampled_from(OWNERS))
+def test_a_consumer_awaits_only_what_cooperating_owners_above_target_will_release(
+    snapshot: tuple[list[str], list[Ownership], list[Ownership]], me: str
+) -> None:
+    ids, records, presence = snapshot
+    p = plan(records, ids, me, NOW, SETTINGS, presence=presence)
+    cooperating = {r.owner_id for r in presence if (r.last_modified_time or 0) + EXPIRY >= NOW} - {me}
+    surplus = sum(max(0, live_count(records, ids, o) - p.targets[o]) for o in cooperating if o in p.targets)
+    have = live_count(records, ids, me)
+    assert 0 <= p.awaiting <= surplus
+    assert have + len(p.claim) + len(p.steal) + p.awaiting <= p.target
+    if have + len(p.claim) + len(p.steal) < p.target and surplus:
+        assert p.awaiting > 0  # below target while a cooperating owner hands over: it looks for the release
+
+
 def test_a_newcomer_below_the_floor_steals_from_a_non_cooperating_owner_only() -> None:
     ids = [str(i) for i in range(8)]
     records = [Ownership(NS, HUB, GROUP, pid, "sdk", NOW, "e") for pid in ids]

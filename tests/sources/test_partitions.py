@@ -12,6 +12,7 @@ import rxhubs
 from rxhubs import CloseReason, Ownership, PartitionStream, Position
 from rxhubs._shutdown import shutdown_scope
 from rxhubs.balancing import presence_group
+from rxhubs.balancing._loop import look_gap
 from rxhubs.errors import ConfigurationError
 from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub, marble_test
@@ -50,6 +51,47 @@ def test_claims_over_successive_intervals_a_second_consumer_gets_half_within_two
     # a's sixteen were handed over (completed with OWNERSHIP_LOST), none lost to expiry
     assert [reason for _, _, reason in g.consumers["a"].closed] == [CloseReason.OWNERSHIP_LOST] * 16
     assert g.store_owners() == {str(p): ("a" if p < 16 else "b") for p in range(32)}
+
+
+def test_a_newcomer_claims_a_handed_over_partition_within_a_look_not_at_its_next_round() -> None:
+    """b joins at 5 s; a sees it at its round at 10 s and releases half at once. b's next round is due at 15 s,
+    but b, awaiting a handover, looks at the records every look_gap seconds: it holds its half by 10.25 s."""
+    g = Group(8, interval=I)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(9.9)
+    assert g.counts() == {"a": 8, "b": 0}
+    g.run(10.0 + look_gap(I) + 0.01)
+    assert g.counts() == {"a": 4, "b": 4}
+    looks = [t for t, verb in b.store.calls if verb == "list_ownership" and 5.0 < t < 10.3 and t % I]
+    assert looks, b.store.calls  # listed between its rounds while awaiting
+    assert all(len(r) == 1 for r in g.readers_per_partition().values())
+
+
+def test_looks_stop_once_nothing_is_awaited_store_calls_in_steady_state_are_one_round_per_interval() -> None:
+    g = Group(8, interval=I)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(40.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    g.run(40.0 + 10 * I)
+    steady = [verb for t, verb in b.store.calls if 40.0 <= t < 40.0 + 10 * I]
+    # each round: the group's records, the presence records, one claim; no looks in between
+    assert steady.count("list_ownership") == 2 * 10 and steady.count("claim_ownership") == 10
+
+
+def test_awaiting_looks_end_after_one_expiration_when_the_owner_never_releases() -> None:
+    """An owner that never finishes its handover (batches that never complete) does not cost looks forever."""
+    g = Group(4, interval=I, work=10_000.0)
+    g.traffic(0.5, 2.0)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(59.0)  # a gives up waiting for its batches 60 s after the revoke
+    assert g.counts() == {"a": 4, "b": 0}
+    rounds = {t for t, verb in b.store.calls if verb == "claim_ownership"}
+    looks = [t for t, verb in b.store.calls if verb == "list_ownership" and t not in rounds]
+    assert looks and min(looks) < 6.0  # b awaited from its first round on
+    assert max(looks) <= 5.0 + g.expiry + look_gap(I)  # and stopped looking one expiration later
 
 
 def test_a_third_consumer_joins_and_leaves_nothing_waits_for_expiry() -> None:
@@ -92,9 +134,11 @@ def test_a_silent_crash_is_taken_over_after_expiry() -> None:
     g.run(30.0)
     assert g.counts() == {"a": 4, "b": 4}
     g.at(40.0, b.crash)
-    g.run(31.0 + 30.0)  # b renewed last at 31: its records are live until 61, nobody takes them before
+    g.run(40.0)
+    renewed = max(t for t, verb in b.store.calls if verb == "claim_ownership")  # b's last round
+    g.run(renewed + 30.0 - 0.01)  # b's records are live until one expiry after it, nobody takes them before
     assert g.counts() == {"a": 4}
-    g.run(31.0 + 30.0 + I / 8)  # a looks again right after they expire (not at its next round, at 70)
+    g.run(renewed + 30.0 + I / 8)  # a looks again right after they expire (not at its next round)
     assert g.counts() == {"a": 8}
     g.run(125.0)
     assert g.missing() == []  # b's unfinished work is read again from its checkpoints
