@@ -1,18 +1,21 @@
 """Scenario ``handover``: events processed by two owners when a second consumer joins, rxhubs vs the SDK.
 
-One emulator (own process), one Azurite, 8 partitions under a steady load. Consumer A starts alone; B joins;
-both run a while; both stop. Each records every (partition, sequence number) it processed (each batch takes
-20 ms of "work"); an event both processed was processed by two owners. The official processor
-(``EventHubConsumerClient`` with the official blob store, checkpointing every batch as its samples do) and
+One emulator (own process), one Azurite, 16 partitions (8 with ``--quick``) under a steady load. Consumer A
+starts alone; B joins; both run a while; both stop. Each records every (partition, sequence number) it
+processed (each batch takes 20 ms of "work"); an event both processed was processed by two owners. The official
+processor (``EventHubConsumerClient`` with the official blob store, checkpointing every batch as its samples do) and
 rxhubs (``consume`` + ``checkpoint``) run in turn with the same intervals (2 s balancing, 6 s expiry).
 Target: 0 for rxhubs (the official processor was measured at 250 of 30,905 in the brief's test).
 
 For each partition that moved from A to B it also reports the handover's timing: the old owner's last event
-to the new owner's first (the gap), the new owner's claim (its ``on_partition_initialize``) to its first
-event, and A's cold start (process start to its first event); and, per consumer, the checkpoint-store
+to the new owner's first (the gap), the new owner's claim (the store's answer giving it the partition) to its
+first event, and A's cold start (process start to its first event); and, per consumer, the checkpoint-store
 requests per load-balancing interval (a counting proxy around each side's store) and the TCP connections to
-the hub it held at the end. Medians over the moved partitions; each side's figures are its own, from the
-same run.
+the hub it held at the end. Medians over the moved partitions of two trials per side (one with ``--quick``);
+each side's figures are its own, from the same run. The ``handover_timeline`` figure gives, per step of a
+handover, the median time from the old owner's last event: release written, release seen by the newcomer,
+its claim, its checkpoint read, its ``on_partition_initialize``, its link attached (rxhubs), its first batch
+delivered and processed.
 """
 
 from __future__ import annotations
@@ -34,19 +37,20 @@ from rxhubs.bench._handover_worker import INTERVAL
 from rxhubs.bench._procs import emulator_process
 from rxhubs.bench._report import figure
 
-PARTITIONS = 8
+PARTITIONS = 16
+QUICK_PARTITIONS = 8
 RATE = 800  # events/s
 
 
-def _producer(conn: str, stop: threading.Event) -> None:
+def _producer(conn: str, stop: threading.Event, partitions: int) -> None:
     from azure.eventhub import EventData, EventHubProducerClient
 
     with EventHubProducerClient.from_connection_string(conn) as producer:
         n = 0
         while not stop.is_set():
-            for p in range(PARTITIONS):
+            for p in range(partitions):
                 batch = producer.create_batch(partition_id=str(p))
-                for _ in range(RATE // PARTITIONS // 10):
+                for _ in range(max(1, RATE // partitions // 10)):
                     batch.add(EventData(str(n)))
                     n += 1
                 producer.send_batch(batch)
@@ -93,29 +97,82 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def summarize(records: dict[str, Any], together: float) -> dict[str, Any]:
-    """Overlap, handover timing, store requests and connections from the two consumers' records."""
-    a, b = records["a"], records["b"]
-    seen_a = {(p, s) for p, s, _ in a["processed"]}
-    seen_b = {(p, s) for p, s, _ in b["processed"]}
-    last_a: dict[str, float] = {}
-    first_b: dict[str, float] = {}
-    for p, _, t in a["processed"]:
-        last_a[p] = max(t, last_a.get(p, t))
-    for p, _, t in b["processed"]:
-        first_b[p] = min(t, first_b.get(p, t))
-    moved = sorted(set(last_a) & set(first_b))
-    gaps = [first_b[p] - last_a[p] for p in moved]
-    claim_to_first = [first_b[p] - min(b["claims"][p]) for p in moved if b["claims"].get(p)]
-    first_a = min((t for _, _, t in a["processed"]), default=None)
-    intervals = records["seconds"] / INTERVAL
+#: The steps of a handover, in order, as (name, where the newcomer's record keeps it).
+STEPS = (
+    ("release_written", None), ("release_seen", "seen_released"), ("claimed", "won"),
+    ("checkpoint_read", "checkpoint_reads"), ("initialized", "claims"), ("link_open", "opened"),
+    ("first_delivered", "delivered"), ("first_processed", None),
+)
+
+
+def _steps(a: dict[str, Any], b: dict[str, Any], pid: str, last_a: float, first_b: float) -> dict[str, float]:
+    """Seconds from the old owner's last event to each step of one partition's handover that was seen."""
+    at: dict[str, float] = {}
+    if pid in a["released"]:
+        at["release_written"] = a["released"][pid]
+    claimed = b["won"].get(pid)
+    for name, key in STEPS:
+        if key is None:
+            continue
+        if key == "checkpoint_reads":
+            after = [t for t in b[key] if claimed is not None and t >= claimed - 0.5]
+            if after:
+                at[name] = min(after)
+        elif key == "claims":
+            if b[key].get(pid):
+                at[name] = min(b[key][pid])
+        elif pid in b[key]:
+            at[name] = b[key][pid]
+    at["first_processed"] = first_b
+    return {name: t - last_a for name, t in at.items()}
+
+
+def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """Overlap, handover timing, store requests and connections from the two consumers' records of each trial."""
+    twice = events = by_a = by_b = moved = 0
+    gaps: list[float] = []
+    claim_to_first: list[float] = []
+    cold: list[float] = []
+    requests: list[float] = []
+    looks = 0
+    connections: list[int] = []
+    steps: dict[str, list[float]] = {}
+    for records in trials:
+        a, b = records["a"], records["b"]
+        seen_a = {(p, s) for p, s, _ in a["processed"]}
+        seen_b = {(p, s) for p, s, _ in b["processed"]}
+        twice += len(seen_a & seen_b)
+        events += len(seen_a | seen_b)
+        by_a, by_b = by_a + len(seen_a), by_b + len(seen_b)
+        last_a: dict[str, float] = {}
+        first_b: dict[str, float] = {}
+        for p, _, t in a["processed"]:
+            last_a[p] = max(t, last_a.get(p, t))
+        for p, _, t in b["processed"]:
+            first_b[p] = min(t, first_b.get(p, t))
+        pids = sorted(set(last_a) & set(first_b))
+        moved += len(pids)
+        gaps += [first_b[p] - last_a[p] for p in pids]
+        claim_to_first += [first_b[p] - b["won"][p] for p in pids if p in b["won"]]
+        for p in pids:
+            for name, offset in _steps(a, b, p, last_a[p], first_b[p]).items():
+                steps.setdefault(name, []).append(offset)
+        first_a = min((t for _, _, t in a["processed"]), default=None)
+        if first_a is not None:
+            cold.append(first_a - a["started"])
+        intervals = records["seconds"] / INTERVAL
+        requests.append((a["store_calls"] + b["store_calls"]) / 2 / intervals)
+        looks += a.get("looks", 0) + b.get("looks", 0)
+        connections += [a["connections"], b["connections"]]
     return {
-        "twice": len(seen_a & seen_b), "events": len(seen_a | seen_b), "by_a": len(seen_a), "by_b": len(seen_b),
-        "moved": len(moved), "gap_median": _median(gaps), "gap_max": round(max(gaps), 3) if gaps else None,
+        "twice": twice, "events": events, "by_a": by_a, "by_b": by_b, "moved": moved,
+        "gap_median": _median(gaps), "gap_max": round(max(gaps), 3) if gaps else None,
         "claim_to_first_median": _median(claim_to_first),
-        "cold_start": round(first_a - a["started"], 3) if first_a is not None else None,
-        "store_requests_per_interval": round((a["store_calls"] + b["store_calls"]) / 2 / intervals, 1),
-        "connections_per_consumer": [a["connections"], b["connections"]],
+        "cold_start": _median(cold),
+        "store_requests_per_interval": round(statistics.mean(requests), 1) if requests else None,
+        "looks_per_trial": looks / len(trials) if trials else 0,
+        "connections_per_consumer": connections,
+        "timeline": {name: _median(steps[name]) for name, _ in STEPS if name in steps},
     }
 
 
@@ -125,16 +182,20 @@ def run(args: Any = None) -> list[dict[str, Any]]:
 
     quick = bool(getattr(args, "quick", False))
     alone, together = (8.0, 20.0) if quick else (10.0, 40.0)
+    partitions, trials = (QUICK_PARTITIONS, 1) if quick else (PARTITIONS, 2)
     results: dict[str, dict[str, Any]] = {}
-    with emulator_process({"handover": PARTITIONS}) as conns, Azurite() as azurite, \
+    with emulator_process({"handover": partitions}) as conns, Azurite() as azurite, \
             tempfile.TemporaryDirectory() as tmp:
         env = {"RXHUBS_BENCH_EVENTHUB": conns["handover"], "RXHUBS_BENCH_STORAGE": azurite.connection_string}
         stop = threading.Event()
-        producer = threading.Thread(target=_producer, args=(conns["handover"], stop), daemon=True)
+        producer = threading.Thread(target=_producer, args=(conns["handover"], stop, partitions), daemon=True)
         producer.start()
         try:
-            for impl in ("sdk", "rxhubs"):
-                results[impl] = summarize(_trial(impl, env, Path(tmp), alone, together), together)
+            runs: dict[str, list[dict[str, Any]]] = {"sdk": [], "rxhubs": []}
+            for _ in range(trials):
+                for impl in ("sdk", "rxhubs"):
+                    runs[impl].append(_trial(impl, env, Path(tmp), alone, together))
+            results = {impl: summarize(records) for impl, records in runs.items()}
         finally:
             stop.set()
             producer.join(timeout=30)
@@ -154,15 +215,20 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             higher_is_better=False, met=ours["twice"] == 0 and ours["by_b"] > 0,
             events_rxhubs=ours["events"], events_baseline=theirs["events"], by_a_rxhubs=ours["by_a"],
             by_b_rxhubs=ours["by_b"], by_a_baseline=theirs["by_a"], by_b_baseline=theirs["by_b"],
-            partitions=PARTITIONS,
+            partitions=partitions, trials=trials,
         ),
         timing("old_owner_last_to_new_owner_first_median", "gap_median", "<= 0.5 s"),
         timing("old_owner_last_to_new_owner_first_max", "gap_max", None),
         timing("claim_to_first_event_median", "claim_to_first_median", "<= 0.5 s"),
         timing("cold_start_to_first_event", "cold_start", None),
         figure("handover", "store_requests_per_consumer_per_interval", "requests", ours["store_requests_per_interval"],
-               theirs["store_requests_per_interval"], baseline, None, higher_is_better=False),
+               theirs["store_requests_per_interval"], baseline, None, higher_is_better=False,
+               # rxhubs: listings between rounds by a consumer awaiting a handover (both consumers, per trial)
+               looks_per_trial_rxhubs=ours["looks_per_trial"]),
         figure("handover", "connections_per_consumer", "connections", max(ours["connections_per_consumer"]),
                max(theirs["connections_per_consumer"]), baseline, None, higher_is_better=False,
                rxhubs_a_b=ours["connections_per_consumer"], baseline_a_b=theirs["connections_per_consumer"]),
+        figure("handover", "handover_timeline_median", "s", ours["timeline"].get("first_processed"),
+               theirs["timeline"].get("first_processed"), baseline, None, higher_is_better=False,
+               steps_rxhubs=ours["timeline"], steps_baseline=theirs["timeline"]),
     ]

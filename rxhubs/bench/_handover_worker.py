@@ -5,7 +5,11 @@ graceful stop; the SDK: close), then writes to --out a JSON object: ``processed`
 wall time) for each event, ``claims`` and ``closes`` (wall times per partition, from the
 ``on_partition_initialize`` and ``on_partition_close`` hooks), ``started`` (wall time the process began),
 ``store_calls`` (checkpoint-store requests, counted by a proxy around the store), ``connections`` (TCP
-connections this process held to the hub at SIGTERM).
+connections this process held to the hub at SIGTERM), and the steps of each handover as the proxy and the
+receiver saw them (wall times per partition): ``won`` (a claim returned the partition as this consumer's),
+``released`` (a claim returned it with no owner), ``seen_released`` (a listing showed it with no owner),
+``checkpoint_reads`` (every ``list_checkpoints`` answer), ``opened`` (rxhubs: the receiver's link attached),
+``delivered`` (a batch reached the user's function, before its work).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import signal
 import time
@@ -36,6 +41,37 @@ class Record:
         self.closes: dict[str, list[float]] = defaultdict(list)
         self.store_calls = 0
         self.connections = 0
+        self.won: dict[str, float] = {}
+        self.released: dict[str, float] = {}
+        self.seen_released: dict[str, float] = {}
+        self.checkpoint_reads: list[float] = []
+        self.opened: dict[str, float] = {}
+        self.delivered: dict[str, float] = {}
+        self.listings = {"group": 0, "presence": 0}
+
+    def note(self, verb: str, result: Any) -> None:
+        """What a store call's answer says about the handover (records are rxhubs' or the SDK's dicts)."""
+        now = time.time()
+        if verb == "list_checkpoints":
+            self.checkpoint_reads.append(now)
+            return
+        if verb not in ("claim_ownership", "list_ownership"):
+            return
+        for item in result or ():
+            get = item.get if isinstance(item, dict) else lambda k, _i=item: getattr(_i, k)
+            if str(get("consumer_group")).endswith("$presence"):
+                continue
+            pid, owner = str(get("partition_id")), get("owner_id")
+            if verb == "list_ownership":
+                if not owner:
+                    self.seen_released.setdefault(pid, now)
+            elif owner:
+                self.won.setdefault(pid, now)
+            else:
+                self.released.setdefault(pid, now)
+
+    def first_delivered(self, partition_id: str) -> None:
+        self.delivered.setdefault(partition_id, time.time())
 
     async def claimed(self, context: Any, *_: Any) -> None:
         self.claims[context.partition_id].append(time.time())
@@ -54,7 +90,23 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return {"processed": self.processed, "claims": self.claims, "closes": self.closes, "started": STARTED,
-                "store_calls": self.store_calls, "connections": self.connections}
+                "store_calls": self.store_calls, "connections": self.connections, "won": self.won,
+                "released": self.released, "seen_released": self.seen_released,
+                "checkpoint_reads": self.checkpoint_reads, "opened": self.opened, "delivered": self.delivered,
+                "looks": self.listings["group"] - self.listings["presence"]}
+
+
+class LinkOpened(logging.Handler):
+    """Notes when rxhubs' receiver attached its link (its debug record ``partition %s: link open``)."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__(logging.DEBUG)
+        self._record = record
+
+    def emit(self, log_record: logging.LogRecord) -> None:
+        args = log_record.args
+        if log_record.msg == "partition %s: link open" and isinstance(args, tuple) and args:
+            self._record.opened.setdefault(str(args[0]), log_record.created)
 
 
 class CountingStore:
@@ -73,7 +125,9 @@ class CountingStore:
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self._record.store_calls += 1
-            return await attribute(*args, **kwargs)
+            result = await attribute(*args, **kwargs)
+            self._record.note(name, result)
+            return result
 
         return counted
 
@@ -85,15 +139,23 @@ def rx_counting_store(inner: Any, record: Record) -> Any:
     class Counted(CheckpointStore):
         async def list_ownership(self, *args: Any) -> Any:
             record.store_calls += 1
-            return await inner.list_ownership(*args)
+            # a round lists the group and the presence group; a look between rounds lists the group only
+            record.listings["presence" if str(args[2]).endswith("$presence") else "group"] += 1
+            result = await inner.list_ownership(*args)
+            record.note("list_ownership", result)
+            return result
 
         async def claim_ownership(self, ownerships: Any) -> Any:
             record.store_calls += 1
-            return await inner.claim_ownership(ownerships)
+            result = await inner.claim_ownership(ownerships)
+            record.note("claim_ownership", result)
+            return result
 
         async def list_checkpoints(self, *args: Any) -> Any:
             record.store_calls += 1
-            return await inner.list_checkpoints(*args)
+            result = await inner.list_checkpoints(*args)
+            record.note("list_checkpoints", result)
+            return result
 
         async def update_checkpoint(self, checkpoint: Any) -> None:
             record.store_calls += 1
@@ -118,6 +180,7 @@ async def sdk(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> 
     async def on_batch(context: Any, events: list[Any]) -> None:
         if not events:
             return
+        record.first_delivered(context.partition_id)
         await asyncio.sleep(WORK_S)
         now = time.time()
         record.processed.extend((context.partition_id, e.sequence_number, now) for e in events)
@@ -145,11 +208,15 @@ async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> N
     shutdown = rxhubs.Shutdown()
 
     async def work(batch: rxhubs.EventBatch) -> rxhubs.EventBatch:
+        record.first_delivered(batch.partition_id)
         await asyncio.sleep(WORK_S)  # the same work per batch as the SDK side
         now = time.time()
         record.processed.extend((batch.partition_id, e.sequence_number, now) for e in batch)
         return batch
 
+    transport_log = logging.getLogger("rxhubs.transport.azure")
+    transport_log.setLevel(logging.DEBUG)
+    transport_log.addHandler(LinkOpened(record))
     counted = rx_counting_store(store, record)
     pipeline: Any = rxhubs.consume(
         hub, "$Default", counted, owner_id=args.owner, load_balancing_interval=INTERVAL,

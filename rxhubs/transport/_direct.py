@@ -175,6 +175,7 @@ async def receive_direct(
         try:
             await _open(consumer)
             handler = consumer._handler
+            _log.debug("partition %s: link open", partition_id)
             opened(handler)
             drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
             while True:
