@@ -14,6 +14,7 @@ import logging
 import pickle
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
@@ -498,3 +499,25 @@ async def test_the_sdk_link_does_not_remember_every_delivery(hub: EventHub) -> N
         assert tags is not None, "the SDK's internals moved: the leak workaround no longer reaches the link"
         assert len(tags) <= 2 * 100  # at most what arrived since the last batch, not all 2000
     assert len(got) == 2000
+
+
+def test_sdk_clients_share_one_tls_context_unless_one_is_given(emulator: BackgroundEmulator, tmp_path: Path) -> None:
+    """The SDK would build a context and load the CA bundle per connection (about 20 ms of CPU each)."""
+    import ssl
+
+    from rxhubs.transport._hub import shared_tls_context
+
+    hub = EventHub.from_connection_string(emulator.connection_string("telemetry"))
+    first, second = hub._new_consumer_client("$Default"), hub._new_consumer_client("$Default")
+    assert first._config.ssl_context is second._config.ssl_context is shared_tls_context()
+    context = shared_tls_context()
+    assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname  # what the SDK's own would check
+    assert context.get_ca_certs() or context.cert_store_stats()["x509_ca"] > 0
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+    verified = EventHub.from_connection_string(emulator.connection_string("telemetry"), connection_verify=str(bundle))
+    client = verified._new_consumer_client("$Default")
+    assert client._config.ssl_context is None and client._config.connection_verify == str(bundle)
+    own = ssl.create_default_context()
+    mine = EventHub.from_connection_string(emulator.connection_string("telemetry"), ssl_context=own)
+    assert mine._new_consumer_client("$Default")._config.ssl_context is own
