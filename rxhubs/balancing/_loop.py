@@ -16,8 +16,10 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    or sooner, right after another consumer's record expires (at most once per half interval), so a crashed
    consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
-   partitions for it) it lists the ownership records every :func:`look_gap` seconds and runs the round as
-   soon as a release shows, for at most one ownership expiration per handover (store calls rise only then);
+   partitions for it) it lists the ownership records from the moment the releasing owner balances next
+   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every :func:`look_gap` seconds
+   and runs the round as soon as a release shows, for at most one ownership expiration per handover (store
+   calls rise only then, by a few per handover);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -29,6 +31,7 @@ another consumer may own it now. Each store call is bounded by ``store_timeout``
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -56,10 +59,9 @@ T = TypeVar("T")
 _REFRESH_IDS_EVERY = 30
 #: Attempts at the final release before the records are left to expire.
 _FINAL_ATTEMPTS = 4
-#: While awaiting a handover, the records are listed this many times per interval (and at least every
-#: :data:`_LOOK_AT_LEAST` seconds).
+#: While awaiting a handover, the records are listed this many times per interval. More would find a release
+#: sooner but multiply the store calls of a mass join (200 consumers joining at once all await).
 _LOOKS_PER_INTERVAL = 8
-_LOOK_AT_LEAST = 0.25
 #: The operation each store verb is reported as (``ErrorContext.operation``).
 _OPERATIONS = {"list_ownership": "list", "list_checkpoints": "list", "claim_ownership": "claim"}
 
@@ -69,11 +71,9 @@ def look_gap(interval: float) -> float:
 
     Example:
         >>> look_gap(2.0), look_gap(10.0)
-        (0.25, 0.25)
-        >>> look_gap(1.0)
-        0.125
+        (0.25, 1.25)
     """
-    return min(interval / _LOOKS_PER_INTERVAL, _LOOK_AT_LEAST)
+    return interval / _LOOKS_PER_INTERVAL
 
 
 class BalancingLoop(Holdings):
@@ -377,7 +377,12 @@ class BalancingLoop(Holdings):
             return
         if self._awaiting_since is None:
             self._awaiting_since = now
-        self._next_look = now + look_gap(self.settings.load_balancing_interval)
+        # Looks on a grid from this round's start (so consumers that joined together look at different times,
+        # as their rounds do), from the first point after the releasing owner's next round.
+        gap = look_gap(self.settings.load_balancing_interval)
+        expected = self.last_plan.release_expected
+        steps = 1 if expected is None else max(1, math.ceil((expected - now) / gap))
+        self._next_look = now + steps * gap
 
     def _look_due(self) -> float | None:
         """When to look at the records next; None unless awaiting (for at most one expiration per handover)."""

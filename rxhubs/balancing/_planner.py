@@ -188,6 +188,8 @@ class Plan:
         awaiting: How many partitions this consumer still lacks after its claims and steals that cooperating
             owners above their targets will hand over to it: the loop looks for their release more often
             than once per interval until they arrive (see :mod:`rxhubs.balancing._loop`).
+        release_expected: When the first of those owners balances next (its newest renewal plus one
+            interval), so sees this consumer and begins the handover; None unless ``awaiting``.
     """
 
     owner_id: str
@@ -201,6 +203,7 @@ class Plan:
     ceiling: int = 0
     earliest_expiry: float | None = None
     awaiting: int = 0
+    release_expected: float | None = None
     targets: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -353,8 +356,10 @@ def plan(
                 wanted -= 1
 
     # Partitions cooperating owners above their targets will release, and this consumer will then claim.
-    handing_over = sum(max(0, count[o] - targets[o]) for o in owners if o in cooperating and o != owner_id)
-    awaiting = max(0, min(target - after - len(steal), handing_over))
+    above = [o for o in owners if o in cooperating and o != owner_id and count[o] > targets[o]]
+    awaiting = max(0, min(target - after - len(steal), sum(count[o] - targets[o] for o in above)))
+    renewed = [max(records[pid].last_modified_time or 0.0 for pid in held[o]) for o in above]
+    expected = min(renewed) + settings.load_balancing_interval if awaiting and renewed else None
 
     return Plan(
         owner_id=owner_id,
@@ -368,5 +373,6 @@ def plan(
         ceiling=ceiling,
         earliest_expiry=min(expiries, default=None),
         awaiting=awaiting,
+        release_expected=expected,
         targets=targets,
     )

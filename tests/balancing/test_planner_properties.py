@@ -105,7 +105,11 @@ def test_a_consumer_awaits_only_what_cooperating_owners_above_target_will_releas
     surplus = sum(max(0, live_count(records, ids, o) - p.targets[o]) for o in cooperating if o in p.targets)
     have = live_count(records, ids, me)
     assert 0 <= p.awaiting <= surplus
-    assert have + len(p.claim) + len(p.steal) + p.awaiting <= p.target
+    if p.awaiting:
+        assert have + len(p.claim) + len(p.steal) + p.awaiting <= p.target
+        assert p.release_expected is not None and p.release_expected <= NOW + INTERVAL  # their next round
+    else:
+        assert p.release_expected is None
     if have + len(p.claim) + len(p.steal) < p.target and surplus:
         assert p.awaiting > 0  # below target while a cooperating owner hands over: it looks for the release
 
