@@ -35,6 +35,7 @@ from reactivex import operators as ops
 
 from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
+from rxhubs._run import arun
 from rxhubs.errors import ConfigurationError, RxHubsError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]
@@ -162,8 +163,6 @@ async def _close(resource: Any) -> None:
 
 async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: WorkerContext, counter: Any,
                 grace: float) -> None:
-    import rxhubs
-
     def seen(item: Any) -> None:
         counter.value += _count(item)
 
@@ -173,7 +172,7 @@ async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: Wo
             raise ConfigurationError(
                 f"the pipeline factory returned {type(pipeline).__name__}, not an Observable"
             )
-        await rxhubs.arun(pipeline.pipe(ops.do_action(seen)), grace=grace, signals=(signal.SIGTERM,))
+        await arun(pipeline.pipe(ops.do_action(seen)), grace=grace, signals=(signal.SIGTERM,))
     finally:
         for resource in reversed(context._resources):
             await _close(resource)
