@@ -129,7 +129,7 @@ def _steps(a: dict[str, Any], b: dict[str, Any], pid: str, last_a: float, first_
 
 def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """Overlap, handover timing, store requests and connections from the two consumers' records of each trial."""
-    twice = events = by_a = by_b = moved = 0
+    twice = events = by_a = by_b = moved = holes = 0
     gaps: list[float] = []
     claim_to_first: list[float] = []
     cold: list[float] = []
@@ -143,6 +143,11 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         seen_b = {(p, s) for p, s, _ in b["processed"]}
         twice += len(seen_a & seen_b)
         events += len(seen_a | seen_b)
+        # lost: a sequence number below a partition's highest processed one that nobody processed
+        highest: dict[str, int] = {}
+        for p, s in seen_a | seen_b:
+            highest[p] = max(s, highest.get(p, s))
+        holes += sum(top + 1 for top in highest.values()) - len(seen_a | seen_b)
         by_a, by_b = by_a + len(seen_a), by_b + len(seen_b)
         last_a: dict[str, float] = {}
         first_b: dict[str, float] = {}
@@ -165,7 +170,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         looks += a.get("looks", 0) + b.get("looks", 0)
         connections += [a["connections"], b["connections"]]
     return {
-        "twice": twice, "events": events, "by_a": by_a, "by_b": by_b, "moved": moved,
+        "twice": twice, "lost": holes, "events": events, "by_a": by_a, "by_b": by_b, "moved": moved,
         "gap_median": _median(gaps), "gap_max": round(max(gaps), 3) if gaps else None,
         "claim_to_first_median": _median(claim_to_first),
         "cold_start": _median(cold),
@@ -217,6 +222,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             by_b_rxhubs=ours["by_b"], by_a_baseline=theirs["by_a"], by_b_baseline=theirs["by_b"],
             partitions=partitions, trials=trials,
         ),
+        figure("handover", "events_lost", "events", ours["lost"], theirs["lost"], baseline, "0",
+               higher_is_better=False, met=ours["lost"] == 0),
         timing("old_owner_last_to_new_owner_first_median", "gap_median", "<= 0.5 s"),
         timing("old_owner_last_to_new_owner_first_max", "gap_max", None),
         timing("claim_to_first_event_median", "claim_to_first_median", "<= 0.5 s"),
