@@ -1,4 +1,4 @@
-"""The bookkeeping half of the balancing loop: the sessions it holds, losing them, and their expiry."""
+"""The bookkeeping half of the balancing loop: the sessions it holds, what a claim changed, losing them, expiry."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import logging
 from reactivex import abc
 
 from rxhubs import _telemetry
-from rxhubs._models import Ownership
+from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
 from rxhubs.balancing._listener import LoopListener
-from rxhubs.balancing._planner import BalancingSettings
-from rxhubs.balancing._session import PartitionSession
+from rxhubs.balancing._planner import BalancingSettings, Plan
+from rxhubs.balancing._records import split_won
+from rxhubs.balancing._session import PartitionSession, SessionState
 
 __all__ = ["Holdings"]
 
@@ -27,6 +28,10 @@ class Holdings:
     """
 
     owner_id: str
+    group: tuple[str, str, str]
+    presence_group: str
+    rounds: int
+    _presence_etag: str | None
     sessions: dict[str, PartitionSession]
     avoid: dict[str, float]
     failures: dict[str, int]
@@ -39,6 +44,55 @@ class Holdings:
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
+
+    def _apply(
+        self,
+        decision: Plan,
+        claims: list[Ownership],
+        releases: list[Ownership],
+        won: list[Ownership],
+        sent_at: float,
+    ) -> None:
+        """Take the claim's outcome in: new sessions, renewed records, partitions lost, handovers begun."""
+        records, presence = split_won(won, self.presence_group, self.owner_id)
+        self._presence_etag = presence.etag if presence is not None else None
+        self._forget_released(releases)
+        claimed: set[str] = set()
+        for claim in claims:
+            pid = claim.partition_id
+            claimed.add(pid)
+            record = records.get(pid)
+            session = self.sessions.get(pid)
+            if record is None:
+                if session is not None:
+                    log.info("balancing: partition %s was taken over by another consumer", pid)
+                    self._lose(pid, "taken")
+            elif session is None:
+                ns, hub, group = self.group
+                self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
+                stolen = any(o.partition_id == pid for o in decision.steal)
+                _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
+            else:
+                session.record, session.renewed_at = record, sent_at
+        for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
+            log.info("balancing: partition %s is no longer owned by this consumer", pid)
+            self._lose(pid, "taken")
+        for pid in decision.release:
+            session = self.sessions.get(pid)
+            if session is None:
+                continue
+            if session.state is SessionState.CLAIMED:
+                session.mark_ready()
+            elif session.drain():
+                self.listener.on_revoke(session, "handover")
+        self.rounds += 1
+
+    def _start_claimed(self, checkpoints: dict[str, Checkpoint]) -> None:
+        """Hand each partition just gained to the listener, with its stored checkpoint."""
+        for pid, session in list(self.sessions.items()):
+            if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
+                session.state = SessionState.READING
+                self.listener.on_acquired(session, checkpoints.get(pid))
 
     def _forget_released(self, releases: list[Ownership]) -> None:
         for release in releases:

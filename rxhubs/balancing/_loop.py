@@ -19,61 +19,44 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    partitions for it) it lists the ownership records from the moment the releasing owner balances next
    (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every :func:`look_gap` seconds
    and runs the round as soon as a release shows, for at most one ownership expiration per handover (store
-   calls rise only then, by a few per handover);
+   calls rise only then, by a few per handover; when to look is :class:`~rxhubs.balancing._looks.Looks`);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
 A failed round is retried with backoff (at most one interval apart); ownership is kept meanwhile. A
 partition whose last successful renewal is older than the ownership expiration is given up (``on_lost``):
-another consumer may own it now. Each store call is bounded by ``store_timeout``.
+another consumer may own it now. Each store call is bounded by ``store_timeout``
+(:class:`~rxhubs.balancing._store_calls.StoreCalls`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
 
 from reactivex import abc
 
 from rxhubs import _telemetry
-from rxhubs._models import Checkpoint, Ownership, PartitionContext
+from rxhubs._models import Checkpoint, Ownership
 from rxhubs._retry import Backoff, is_retriable
-from rxhubs._rx import Signal, deadline, from_coroutine, sleep
+from rxhubs._rx import Signal, from_coroutine, sleep
 from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import LoopListener, RevokeReason
+from rxhubs.balancing._looks import Looks, look_gap
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
-from rxhubs.errors import StoreError
+from rxhubs.balancing._store_calls import StoreCalls
 from rxhubs.stores import CheckpointStore
 
-__all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
+__all__ = ["BalancingLoop", "LoopListener", "RevokeReason", "look_gap"]
 
 log = logging.getLogger("rxhubs.balancing")
-
-T = TypeVar("T")
 
 #: Partition ids are re-read from the hub every this many rounds (partitions can be added to a hub).
 _REFRESH_IDS_EVERY = 30
 #: Attempts at the final release before the records are left to expire.
 _FINAL_ATTEMPTS = 4
-#: While awaiting a handover, the records are listed this many times per interval. More would find a release
-#: sooner but multiply the store calls of a mass join (200 consumers joining at once all await).
-_LOOKS_PER_INTERVAL = 8
-#: The operation each store verb is reported as (``ErrorContext.operation``).
-_OPERATIONS = {"list_ownership": "list", "list_checkpoints": "list", "claim_ownership": "claim"}
-
-
-def look_gap(interval: float) -> float:
-    """Seconds between two looks at the records while a consumer awaits a handover.
-
-    Example:
-        >>> look_gap(2.0), look_gap(10.0)
-        (0.25, 1.25)
-    """
-    return interval / _LOOKS_PER_INTERVAL
 
 
 class BalancingLoop(Holdings):
@@ -111,6 +94,7 @@ class BalancingLoop(Holdings):
         self.store = store
         self.group = (namespace, eventhub_name, consumer_group)
         self.presence_group = presence_group(consumer_group)
+        self.calls = StoreCalls(store, self.group, self.presence_group, settings)
         self._read_partition_ids = partition_ids
         self.owner_id = owner_id
         self.settings = settings
@@ -134,12 +118,8 @@ class BalancingLoop(Holdings):
         self._next_round = 0.0
         self._last_early = float("-inf")
         self._presence_listed: list[Ownership] = []
-        self._awaiting_since: float | None = None
-        self._next_look = 0.0
-        #: Looks at the records while awaiting a handover (each one ``list_ownership`` call).
-        self.looks = 0
+        self._looks = Looks(settings)
         self._release_failed = False
-        self._operation = "list"
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
         self._finished = False
@@ -148,6 +128,11 @@ class BalancingLoop(Holdings):
         self._task: abc.DisposableBase | None = None
 
     # -- public --------------------------------------------------------------------------------------------
+    @property
+    def looks(self) -> int:
+        """Looks at the records while awaiting a handover so far (each one ``list_ownership`` call)."""
+        return self._looks.count
+
     @property
     def owned(self) -> frozenset[str]:
         """The partitions this consumer holds right now (including those being handed over)."""
@@ -225,26 +210,22 @@ class BalancingLoop(Holdings):
         """List, plan, claim, start what was gained. A failed store call schedules a retry; it never raises."""
         self._release_failed = False
         started = self._now()
-        ns, hub, group = self.group
         try:
-            self._operation = "list"
+            self.calls.operation = "list"
             ids = await self._partition_ids()
             if ids is None:
                 return  # fatal: stop() was called
-            records = await self._store("list_ownership", lambda: self.store.list_ownership(ns, hub, group))
-            presence = await self._store(
-                "list_ownership", lambda: self.store.list_ownership(ns, hub, self.presence_group)
-            )
+            records = await self.calls.owners()
+            presence = await self.calls.presence()
             if self.want_baseline and self.baseline_checkpoints is None:
-                listed = await self._store("list_checkpoints", lambda: self.store.list_checkpoints(ns, hub, group))
-                self.baseline_checkpoints = {c.partition_id: c for c in listed}
+                self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
             decision = self._plan(records, presence, ids)
             releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
-            won = await self._store("claim_ownership", lambda: self.store.claim_ownership(sent))
+            won = await self.calls.claim(sent)
         except Exception as exc:
             self._round_failed(exc)
             return
@@ -257,14 +238,15 @@ class BalancingLoop(Holdings):
         self._start_claimed(checkpoints)
         self._attempt = 0
         self._next_round = self._due_after(started)
-        self._note_awaiting(started)
+        self._looks.after_round(self.last_plan, started)
         self._arm_watchdog()
 
     def _round_failed(self, error: Exception) -> None:
         self._attempt += 1
         delay = min(self.retry.delay(self._attempt), self.settings.load_balancing_interval)
-        log.warning("balancing: %s failed (%s); retry %d in %.1f s", self._operation, error, self._attempt, delay)
-        self.listener.on_error(self._operation, error)
+        operation = self.calls.operation
+        log.warning("balancing: %s failed (%s); retry %d in %.1f s", operation, error, self._attempt, delay)
+        self.listener.on_error(operation, error)
         self._expire()
         self._next_round = self._now() + delay
 
@@ -282,7 +264,7 @@ class BalancingLoop(Holdings):
             remaining = self._next_round - now
             if remaining <= 0:
                 return
-            look = self._look_due()
+            look = self._looks.due(now)
             if look is not None and look < self._next_round:
                 if look <= now:
                     if await self._handed_over():
@@ -307,7 +289,7 @@ class BalancingLoop(Holdings):
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
                 releases = releases_of(self.sessions.values())
-                await self._release_with_presence([*releases, await self._final_presence_record()])
+                await self.calls.claim([*releases, await self._final_presence_record()])
             except Exception as exc:
                 self.listener.on_error("release", exc)
                 if attempt < _FINAL_ATTEMPTS:
@@ -320,16 +302,6 @@ class BalancingLoop(Holdings):
             return
 
     # -- the steps of a round ----------------------------------------------------------------------------------
-    async def _store(self, verb: str, call: Callable[[], Awaitable[T]]) -> T:
-        """One store call, bounded by the store timeout."""
-        self._operation = _OPERATIONS.get(verb, verb)
-        timeout = self.settings.store_timeout or self.settings.load_balancing_interval
-        try:
-            async with deadline(timeout):
-                return await call()
-        except TimeoutError:
-            raise StoreError(f"{verb} did not answer within {timeout:.1f} s") from None
-
     async def _partition_ids(self) -> tuple[str, ...] | None:
         """The hub's partition ids, re-read every few rounds; None when reading them failed for good."""
         if self.partition_ids is not None and self.rounds % _REFRESH_IDS_EVERY != 0:
@@ -370,82 +342,17 @@ class BalancingLoop(Holdings):
         )
 
     # -- awaiting a handover -----------------------------------------------------------------------------------
-    def _note_awaiting(self, now: float) -> None:
-        """After a round: begin (or end) looking at the records between rounds for the partitions awaited."""
-        if self.last_plan is None or self.last_plan.awaiting <= 0:
-            self._awaiting_since = None
-            return
-        if self._awaiting_since is None:
-            self._awaiting_since = now
-        # Looks on a grid from this round's start (so consumers that joined together look at different times,
-        # as their rounds do), from the first point after the releasing owner's next round.
-        gap = look_gap(self.settings.load_balancing_interval)
-        expected = self.last_plan.release_expected
-        steps = 1 if expected is None else max(1, math.ceil((expected - now) / gap))
-        self._next_look = now + steps * gap
-
-    def _look_due(self) -> float | None:
-        """When to look at the records next; None unless awaiting (for at most one expiration per handover)."""
-        since = self._awaiting_since
-        if since is None or self._now() - since > self.settings.ownership_expiration:
-            return None
-        return self._next_look
-
     async def _handed_over(self) -> bool:
         """List the records once: True if a partition this consumer would claim was released meanwhile."""
-        self._next_look = self._now() + look_gap(self.settings.load_balancing_interval)
-        self.looks += 1
-        ns, hub, group = self.group
+        self._looks.taken(self._now())
         if self.partition_ids is None:
             return False
         try:
-            records = await self._store("list_ownership", lambda: self.store.list_ownership(ns, hub, group))
+            records = await self.calls.owners()
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
         return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
-
-    def _apply(
-        self,
-        decision: Plan,
-        claims: list[Ownership],
-        releases: list[Ownership],
-        won: list[Ownership],
-        sent_at: float,
-    ) -> None:
-        """Take the claim's outcome in: new sessions, renewed records, partitions lost, handovers begun."""
-        records, presence = split_won(won, self.presence_group, self.owner_id)
-        self._presence_etag = presence.etag if presence is not None else None
-        self._forget_released(releases)
-        claimed: set[str] = set()
-        for claim in claims:
-            pid = claim.partition_id
-            claimed.add(pid)
-            record = records.get(pid)
-            session = self.sessions.get(pid)
-            if record is None:
-                if session is not None:
-                    log.info("balancing: partition %s was taken over by another consumer", pid)
-                    self._lose(pid, "taken")
-            elif session is None:
-                ns, hub, group = self.group
-                self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
-                stolen = any(o.partition_id == pid for o in decision.steal)
-                _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
-            else:
-                session.record, session.renewed_at = record, sent_at
-        for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
-            log.info("balancing: partition %s is no longer owned by this consumer", pid)
-            self._lose(pid, "taken")
-        for pid in decision.release:
-            session = self.sessions.get(pid)
-            if session is None:
-                continue
-            if session.state is SessionState.CLAIMED:
-                session.mark_ready()
-            elif session.drain():
-                self.listener.on_revoke(session, "handover")
-        self.rounds += 1
 
     async def _checkpoints_of_claimed(self) -> dict[str, Checkpoint]:
         """The stored checkpoints, if partitions were just gained (none are read while stopping)."""
@@ -455,21 +362,12 @@ class BalancingLoop(Holdings):
                     session.mark_ready()
         if not any(s.state is SessionState.CLAIMED for s in self.sessions.values()):
             return {}
-        ns, hub, group = self.group
-        listed = await self._store("list_checkpoints", lambda: self.store.list_checkpoints(ns, hub, group))
-        return {c.partition_id: c for c in listed}
-
-    def _start_claimed(self, checkpoints: dict[str, Checkpoint]) -> None:
-        """Hand each partition just gained to the listener, with its stored checkpoint."""
-        for pid, session in list(self.sessions.items()):
-            if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
-                session.state = SessionState.READING
-                self.listener.on_acquired(session, checkpoints.get(pid))
+        return await self.calls.checkpoints()
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())
         try:
-            await self._store("claim_ownership", lambda: self.store.claim_ownership(releases))
+            await self.calls.claim(releases)
         except Exception as exc:
             log.warning("balancing: releasing %d partitions failed (%s); retrying next round", len(releases), exc)
             self.listener.on_error("release", exc)
@@ -482,7 +380,7 @@ class BalancingLoop(Holdings):
         renew = [s.record for s in self.sessions.values() if not s.ready]
         started = self._now()
         try:
-            won = await self._store("claim_ownership", lambda: self.store.claim_ownership(renew))
+            won = await self.calls.claim(renew)
         except Exception:
             self._expire()
             return False
@@ -494,16 +392,9 @@ class BalancingLoop(Holdings):
         self._arm_watchdog()
         return True
 
-    async def _release_with_presence(self, final: list[Ownership]) -> None:
-        await self._store("claim_ownership", lambda: self.store.claim_ownership(final))
-
     async def _final_presence_record(self) -> Ownership:
         if self._presence_etag is None:  # the last presence claim failed: read the record's etag first
-            ns, hub, _ = self.group
-            listed = await self._store(
-                "list_ownership", lambda: self.store.list_ownership(ns, hub, self.presence_group)
-            )
-            return self._presence_record(listed, "")
+            return self._presence_record(await self.calls.presence(), "")
         return self._presence_record(None, "")
 
     # -- records -------------------------------------------------------------------------------------------

@@ -7,11 +7,8 @@ It holds the connection settings and a producer client (for properties and ``sen
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
-import functools
 import logging
 import re
-import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +18,7 @@ from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 from rxhubs._models import EventHubProperties, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import ConfigurationError, NotFoundError, ReceiverClosedError, TransportError
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, check_receiver_args
+from rxhubs.transport._clients import SdkClients, shared_tls_context
 from rxhubs.transport._connection_string import (
     ConnectionString,
     check_eventhub_name,
@@ -33,33 +31,10 @@ from rxhubs.transport._receiver import AzurePartitionReceiver
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["EventHub"]
+__all__ = ["EventHub", "shared_tls_context"]
 
 _log = logging.getLogger("rxhubs.transport.azure")
 _T = TypeVar("_T")
-
-UTC = _dt.UTC
-
-# The SDK re-attaches a failed partition every load-balancing interval, from the original position. A receiver
-# never wants that: it cancels the SDK task on the first error anyway, and this makes sure it never happens.
-_NEVER_REBALANCE = 10 * 24 * 3600.0
-
-@functools.cache
-def shared_tls_context() -> ssl.SSLContext:
-    """The TLS context every SDK client of this process connects with, built once.
-
-    Without one, azure-eventhub (pyamqp) builds a context and loads its CA bundle for every connection, even
-    one without TLS (an emulator's): about 20 ms of CPU each, so a consumer taking over 8 partitions spent
-    180 ms of its handover there. This is the context the SDK would build (``PROTOCOL_TLS_CLIENT``, hostname
-    checked, certificates required, certifi's CA bundle), shared. Used only when neither ``ssl_context`` nor
-    ``connection_verify`` is given.
-    """
-    import certifi
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.load_verify_locations(certifi.where())
-    return context
-
 
 _NS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?$")
 
@@ -172,14 +147,14 @@ class EventHub:
         self._namespace = namespace
         self._eventhub_name = eventhub_name
         self._conn = conn
-        self._credential = credential
-        self._emulator = emulator
-        self._options = dict(settings.sdk)
+        self._clients = SdkClients(
+            namespace, eventhub_name, conn, credential, emulator, dict(settings.sdk), conn.secrets if conn else ()
+        )
         self._retry_total = settings.retry_total
         self._backoff_factor = settings.retry_backoff_factor
         self._backoff_max = settings.retry_backoff_max
         self._fixed_backoff = settings.fixed_backoff
-        self._secrets: tuple[str, ...] = conn.secrets if conn is not None else ()
+        self._secrets = self._clients.secrets
         self._producer: EventHubProducerClient | None = None
         self._partition_ids: tuple[str, ...] | None = None
         self._ids_lock = asyncio.Lock()
@@ -203,44 +178,14 @@ class EventHub:
 
     # -- SDK clients -----------------------------------------------------------------------------------------
 
-    def _client_kwargs(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
-        kwargs = {**self._options, **overrides}
-        if "ssl_context" not in kwargs and "connection_verify" not in kwargs:
-            kwargs["ssl_context"] = shared_tls_context()
-        if self._conn is None and self._emulator:
-            kwargs["use_tls"] = False  # what the SDK itself does for UseDevelopmentEmulator=true
-        return kwargs
-
     def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient:
-        kwargs = self._client_kwargs({"load_balancing_interval": _NEVER_REBALANCE})
-        try:
-            if self._conn is not None:
-                return EventHubConsumerClient.from_connection_string(
-                    self._conn.to_connection_string(), consumer_group, eventhub_name=self._eventhub_name, **kwargs
-                )
-            return EventHubConsumerClient(
-                self._namespace, self._eventhub_name, consumer_group, self._credential, **kwargs
-            )
-        except Exception as exc:
-            raise translate_error(exc, "could not create the Event Hubs consumer client", self._secrets) from exc
+        return self._clients.consumer(consumer_group)
 
     def _producer_client(self) -> EventHubProducerClient:
         if self._closed:
             raise TransportError(f"{self!r} is closed", retriable=False)
         if self._producer is None:
-            # One attempt per SDK call, no SDK backoff: _retrying() retries what is worth retrying.
-            kwargs = self._client_kwargs({"retry_total": 0, "retry_backoff_factor": 0.0})
-            try:
-                if self._conn is not None:
-                    self._producer = EventHubProducerClient.from_connection_string(
-                        self._conn.to_connection_string(), eventhub_name=self._eventhub_name, **kwargs
-                    )
-                else:
-                    self._producer = EventHubProducerClient(
-                        self._namespace, self._eventhub_name, self._credential, **kwargs
-                    )
-            except Exception as exc:
-                raise translate_error(exc, "could not create the Event Hubs producer client", self._secrets) from exc
+            self._producer = self._clients.producer()
         return self._producer
 
     async def _retrying(self, what: str, operation: Callable[[EventHubProducerClient], Awaitable[_T]]) -> _T:
@@ -382,8 +327,10 @@ class EventHub:
         if self._closed:
             raise ReceiverClosedError(f"{self!r} is closed")
         context = PartitionContext(self._namespace, self._eventhub_name, consumer_group, partition_id)
-        track = self._track_last_enqueued if track_last_enqueued_event_properties is None else bool(
-            track_last_enqueued_event_properties
+        track = (
+            self._track_last_enqueued
+            if track_last_enqueued_event_properties is None
+            else bool(track_last_enqueued_event_properties)
         )
         receiver = AzurePartitionReceiver(self, context, position, owner_level, prefetch, track)
         self._receivers.add(receiver)

@@ -12,7 +12,7 @@ import rxhubs
 from rxhubs import CloseReason, Ownership, PartitionStream, Position
 from rxhubs._shutdown import shutdown_scope
 from rxhubs.balancing import presence_group
-from rxhubs.balancing._loop import look_gap
+from rxhubs.balancing._looks import look_gap
 from rxhubs.errors import ConfigurationError
 from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub, marble_test

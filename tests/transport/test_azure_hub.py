@@ -505,7 +505,7 @@ def test_sdk_clients_share_one_tls_context_unless_one_is_given(emulator: Backgro
     """The SDK would build a context and load the CA bundle per connection (about 20 ms of CPU each)."""
     import ssl
 
-    from rxhubs.transport._hub import shared_tls_context
+    from rxhubs.transport._clients import shared_tls_context
 
     hub = EventHub.from_connection_string(emulator.connection_string("telemetry"))
     first, second = hub._new_consumer_client("$Default"), hub._new_consumer_client("$Default")

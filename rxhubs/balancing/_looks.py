@@ -1,0 +1,72 @@
+"""Looks: while a consumer awaits a handover, when it lists the records between rounds, and for how long.
+
+A round's plan says how many partitions cooperating owners above their target will hand over to this
+consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
+(:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). From that moment the loop lists the
+ownership records every :func:`look_gap` seconds, on a grid from its own round's start (so consumers that
+joined together do not look in step), and runs its round as soon as a release shows. It stops looking when
+nothing is awaited any more, or one ownership expiration after it began (an owner that never finishes its
+handover does not cost store calls forever). In steady state nothing is awaited and nothing is looked at.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rxhubs.balancing._planner import BalancingSettings, Plan
+
+__all__ = ["Looks", "look_gap"]
+
+#: While awaiting a handover, the records are listed this many times per interval. More would find a release
+#: sooner but multiply the store calls of a mass join (200 consumers joining at once all await).
+_LOOKS_PER_INTERVAL = 8
+
+
+def look_gap(interval: float) -> float:
+    """Seconds between two looks at the records while a consumer awaits a handover.
+
+    Example:
+        >>> look_gap(2.0), look_gap(10.0)
+        (0.25, 1.25)
+    """
+    return interval / _LOOKS_PER_INTERVAL
+
+
+class Looks:
+    """When the next look is due, for one consumer.
+
+    Example:
+        >>> looks = Looks(BalancingSettings(load_balancing_interval=2.0, ownership_expiration=12.0))
+        >>> looks.due(0.0) is None  # nothing awaited
+        True
+    """
+
+    def __init__(self, settings: BalancingSettings) -> None:
+        self.gap = look_gap(settings.load_balancing_interval)
+        self.expiration = settings.ownership_expiration
+        #: Looks taken so far (each one ``list_ownership`` call).
+        self.count = 0
+        self._since: float | None = None
+        self._next = 0.0
+
+    def after_round(self, plan: Plan | None, now: float) -> None:
+        """A round that began at ``now`` planned ``plan``: begin, go on or end looking."""
+        if plan is None or plan.awaiting <= 0:
+            self._since = None
+            return
+        if self._since is None:
+            self._since = now
+        expected = plan.release_expected
+        steps = 1 if expected is None else max(1, math.ceil((expected - now) / self.gap))
+        self._next = now + steps * self.gap
+
+    def due(self, now: float) -> float | None:
+        """When to look next; None unless awaiting (for at most one expiration per handover)."""
+        if self._since is None or now - self._since > self.expiration:
+            return None
+        return self._next
+
+    def taken(self, now: float) -> None:
+        """A look begins at ``now``: count it, and schedule the next one a gap later."""
+        self.count += 1
+        self._next = now + self.gap

@@ -1,0 +1,81 @@
+"""The balancing loop's conversation with the store: the four calls it makes, each bounded by a timeout."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs._rx import deadline
+from rxhubs.balancing._planner import BalancingSettings
+from rxhubs.errors import StoreError
+from rxhubs.stores import CheckpointStore
+
+__all__ = ["StoreCalls"]
+
+T = TypeVar("T")
+
+
+class StoreCalls:
+    """The store calls of one consumer group, each bounded by ``store_timeout`` (else one interval).
+
+    :attr:`operation` names the call in flight, or the last one made, as ``ErrorContext.operation`` reports it
+    (``list`` or ``claim``): a failed round says which call failed.
+
+    Args:
+        store: The checkpoint store.
+        group: ``(namespace, eventhub_name, consumer_group)``.
+        presence_group: Where the consumers' presence records live.
+        settings: The balancing settings (for the timeout).
+
+    Example:
+        >>> import asyncio
+        >>> from rxhubs.stores import InMemoryCheckpointStore
+        >>> calls = StoreCalls(InMemoryCheckpointStore(), ("ns", "hub", "$Default"), "$Default/presence",
+        ...                    BalancingSettings())
+        >>> asyncio.run(calls.owners()), calls.operation
+        ([], 'list')
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        group: tuple[str, str, str],
+        presence_group: str,
+        settings: BalancingSettings,
+    ) -> None:
+        self.store = store
+        self.group = group
+        self.presence_group = presence_group
+        self.timeout = settings.store_timeout or settings.load_balancing_interval
+        self.operation = "list"
+
+    async def owners(self) -> list[Ownership]:
+        """The consumer group's ownership records."""
+        ns, hub, group = self.group
+        return await self._bounded("list_ownership", "list", lambda: self.store.list_ownership(ns, hub, group))
+
+    async def presence(self) -> list[Ownership]:
+        """The consumers' presence records."""
+        ns, hub, _ = self.group
+        return await self._bounded(
+            "list_ownership", "list", lambda: self.store.list_ownership(ns, hub, self.presence_group)
+        )
+
+    async def checkpoints(self) -> dict[str, Checkpoint]:
+        """The group's checkpoints, by partition id."""
+        ns, hub, group = self.group
+        listed = await self._bounded("list_checkpoints", "list", lambda: self.store.list_checkpoints(ns, hub, group))
+        return {c.partition_id: c for c in listed}
+
+    async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
+        """Claim, renew or release ``records`` in one call; the records won."""
+        return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
+
+    async def _bounded(self, verb: str, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        self.operation = operation
+        try:
+            async with deadline(self.timeout):
+                return await call()
+        except TimeoutError:
+            raise StoreError(f"{verb} did not answer within {self.timeout:.1f} s") from None
