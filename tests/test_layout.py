@@ -1,0 +1,108 @@
+"""The package's shape, as docs/architecture.md draws it: imports flow one way, and modules stay small.
+
+These read the source (``ast``), run nothing, and fail with the offending module and import named.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rxhubs"
+
+#: Each unit of the package (a subpackage or a top-level module) and its floor: a unit imports only units on
+#: lower floors (or itself). The rows of docs/architecture.md, with the top-level modules placed where they sit.
+FLOORS = {
+    "errors": 0,
+    "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "emulator": 1, "_apidoc": 1,
+    "_batch": 2, "_run": 2,
+    "_telemetry": 3,
+    "transport": 4, "stores": 4, "_workers": 4,
+    "sources": 5,
+    "balancing": 6,
+    "operators": 7,
+    "spark": 8, "processor": 8, "testing": 8,
+    "__init__": 9,  # the package's own top: what `import rxhubs` gives
+    "otel": 10, "demo": 10, "bench": 10,
+    "cli": 11,
+}  # fmt: skip
+
+#: The AMQP codec is one table-driven module on purpose; everything else stays readable in one sitting.
+MAX_LINES = 450
+LONGER_ALLOWED = {"emulator/_codec.py"}
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "_discovery" not in p.parts)
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
+
+
+def _unit_of(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, unit)`` for every rxhubs import outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, _unit(a.name)) for a in node.names if a.name.split(".")[0] == "rxhubs"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "rxhubs":  # from rxhubs import _telemetry, operators, Event ...
+                for alias in node.names:
+                    exists = (PACKAGE / alias.name).is_dir() or (PACKAGE / f"{alias.name}.py").exists()
+                    found.append((node.lineno, alias.name if exists else "__init__"))
+            elif node.module.split(".")[0] == "rxhubs":
+                found.append((node.lineno, _unit(node.module)))
+    return found
+
+
+def test_every_unit_of_the_package_has_a_floor() -> None:
+    units = {_unit_of(p) for p in _modules()}
+    assert units == set(FLOORS), f"place new units in FLOORS (and docs/architecture.md): {units ^ set(FLOORS)}"
+
+
+def test_imports_flow_one_way_down_the_layers() -> None:
+    upward = []
+    for path in _modules():
+        source = _unit_of(path)
+        for line, target in _imports(path):
+            if target != source and FLOORS[target] >= FLOORS[source]:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} ({source} is not above it)")
+    assert not upward, "\n".join(upward)
+
+
+def test_no_module_is_longer_than_a_reader_takes_in_at_once() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(PACKAGE)) not in LONGER_ALLOWED
+    }
+    assert not long, f"split these by concern (docs/architecture.md): {long}"
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The import reader itself: an import of a higher floor is found, a TYPE_CHECKING one is not."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from rxhubs.balancing import consume\n"
+        "from rxhubs import operators as hops, Event\n"
+        "if TYPE_CHECKING:\n"
+        "    from rxhubs.cli import main\n"
+    )
+    assert _imports(module) == [(2, "balancing"), (3, "operators"), (3, "__init__")]
