@@ -4,7 +4,9 @@ A round's plan says how many partitions cooperating owners above their target wi
 consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
 (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). From that moment the loop lists the
 ownership records every :func:`look_gap` seconds, on a grid from its own round's start (so consumers that
-joined together do not look in step), and runs its round as soon as a release shows. It stops looking when
+joined together do not look in step), and runs its round as soon as a release shows. A round that claimed
+released partitions while more are awaited looks again one gap later: the owner is releasing now, partition by
+partition as its streams drain, and a listing may have caught only the first of its writes. It stops looking when
 nothing is awaited any more, or one ownership expiration after it began (an owner that never finishes its
 handover does not cost store calls forever). In steady state nothing is awaited and nothing is looked at.
 """
@@ -57,7 +59,10 @@ class Looks:
         if self._since is None:
             self._since = now
         expected = plan.release_expected
-        steps = 1 if expected is None else max(1, math.ceil((expected - now) / self.gap))
+        # Partitions were free to claim: a handover is under way (an owner releases each partition as its stream
+        # drains, in several writes), so the rest follow soon, not at the owner's next round.
+        under_way = bool(plan.claim)
+        steps = 1 if under_way or expected is None else max(1, math.ceil((expected - now) / self.gap))
         self._next = now + steps * self.gap
 
     def due(self, now: float) -> float | None:

@@ -70,6 +70,22 @@ def test_a_newcomer_claims_a_handed_over_partition_within_a_look_not_at_its_next
     assert all(len(r) == 1 for r in g.readers_per_partition().values())
 
 
+def test_a_handover_seen_half_done_is_looked_at_again_one_gap_later_not_at_the_owners_next_round() -> None:
+    """a releases its idle partitions at once but partition 7 only when its batch in flight finished (3 s of work):
+    b's look catches the first releases and claims them; the last one follows in the next look, not at a's next
+    round (20 s), which is when a consumer that trusted only the owner's round would look again."""
+    g = Group(8, interval=I, work=3.0)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.at(9.5, lambda: g.hub.send([b"x"], partition_id="7"))  # a batch of partition 7 in flight at a's round
+    g.run(10.0 + look_gap(I) + 0.01)
+    assert g.counts() == {"a": 5, "b": 3}  # 4, 5 and 6 were released at once; 7 is still draining at a
+    g.run(12.5 + look_gap(I) + 0.01)  # its batch finished at 12.5 s; a released it then
+    assert g.counts() == {"a": 4, "b": 4}
+    assert b.owned == {"4", "5", "6", "7"}
+    assert all(len(r) == 1 for r in g.readers_per_partition().values())
+
+
 def test_looks_stop_once_nothing_is_awaited_store_calls_in_steady_state_are_one_round_per_interval() -> None:
     g = Group(8, interval=I)
     g.add("a", at=0.0)
