@@ -4,9 +4,11 @@ A round's plan says how many partitions cooperating owners above their target wi
 consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
 (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). From that moment the loop lists the
 ownership records every :func:`look_gap` seconds, on a grid from its own round's start (so consumers that
-joined together do not look in step), and runs its round as soon as a release shows. A round that claimed
-released partitions while more are awaited looks again one gap later: the owner is releasing now, partition by
-partition as its streams drain, and a listing may have caught only the first of its writes. It stops looking when
+joined together do not look in step), and runs its round as soon as a release shows. Once the owner is seen
+releasing (a round claimed released partitions while more are awaited, or the owner renewed since this consumer
+began awaiting: it has balanced and is draining what it hands over), the next look is one gap later, not at
+the owner's next round: an owner releases partition by partition as its streams drain, and a listing may have
+caught none or only the first of its writes. It stops looking when
 nothing is awaited any more, or one ownership expiration after it began (an owner that never finishes its
 handover does not cost store calls forever). In steady state nothing is awaited and nothing is looked at.
 """
@@ -49,21 +51,35 @@ class Looks:
         #: Looks taken so far (each one ``list_ownership`` call).
         self.count = 0
         self._since: float | None = None
+        self._first_expected: float | None = None
         self._next = 0.0
 
     def after_round(self, plan: Plan | None, now: float) -> None:
         """A round that began at ``now`` planned ``plan``: begin, go on or end looking."""
         if plan is None or plan.awaiting <= 0:
-            self._since = None
+            self._since = self._first_expected = None
             return
-        if self._since is None:
-            self._since = now
         expected = plan.release_expected
-        # Partitions were free to claim: a handover is under way (an owner releases each partition as its stream
-        # drains, in several writes), so the rest follow soon, not at the owner's next round.
-        under_way = bool(plan.claim)
-        steps = 1 if under_way or expected is None else max(1, math.ceil((expected - now) / self.gap))
+        if self._since is None:
+            self._since, self._first_expected = now, expected
+        steps = 1 if self._under_way(plan) or expected is None else max(1, math.ceil((expected - now) / self.gap))
         self._next = now + steps * self.gap
+
+    def _under_way(self, plan: Plan) -> bool:
+        """Whether the owner is releasing now, so the releases come within moments, not at its next round.
+
+        Either partitions were free to claim (an owner releases each partition as its stream drains, in several
+        writes, and a listing can catch the first of them), or the owner renewed since this consumer began
+        awaiting: it balanced after this consumer's presence was written, and is draining what it hands over.
+        Renewal times are the store's and compared only with each other (a blob's have one-second resolution,
+        so the owner's next round is not known to the second, but a newer renewal is always a later one).
+        """
+        renewed = (
+            plan.release_expected is not None
+            and self._first_expected is not None
+            and plan.release_expected > self._first_expected
+        )
+        return bool(plan.claim) or renewed
 
     def due(self, now: float) -> float | None:
         """When to look next; None unless awaiting (for at most one expiration per handover)."""

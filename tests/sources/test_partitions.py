@@ -86,6 +86,21 @@ def test_a_handover_seen_half_done_is_looked_at_again_one_gap_later_not_at_the_o
     assert all(len(r) == 1 for r in g.readers_per_partition().values())
 
 
+def test_a_newcomer_whose_round_falls_between_the_owners_renewal_and_its_release_looks_again_at_once() -> None:
+    """a balances at 10 s (renews, sees b) and hands over partitions 4-7 once their batches in flight finished
+    (6 s of work, at 15.5 s). b's round at 15 s sees a's renewal but no release yet: a has balanced since b began
+    awaiting, so the release is under way, and b looks one gap later instead of at a's next round (20 s)."""
+    g = Group(8, interval=I, work=6.0)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.at(9.5, lambda: [g.hub.send([b"x"], partition_id=str(p)) for p in range(4, 8)])
+    g.run(15.0 + 0.01)
+    assert g.counts() == {"a": 8, "b": 0}  # a is still draining 4-7
+    g.run(15.0 + look_gap(I) + 0.01)  # released at 15.5 s, seen by the look at 16.25 s
+    assert b.owned == {"4", "5", "6", "7"}
+    assert all(len(r) == 1 for r in g.readers_per_partition().values())
+
+
 def test_looks_stop_once_nothing_is_awaited_store_calls_in_steady_state_are_one_round_per_interval() -> None:
     g = Group(8, interval=I)
     g.add("a", at=0.0)
