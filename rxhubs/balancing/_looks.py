@@ -8,9 +8,9 @@ joined together do not look in step), and runs its round as soon as a release sh
 releasing (a round claimed released partitions while more are awaited, or the owner renewed since this consumer
 began awaiting: it has balanced and is draining what it hands over), the next look is one gap later, not at
 the owner's next round: an owner releases partition by partition as its streams drain, and a listing may have
-caught none or only the first of its writes. It stops looking when
-nothing is awaited any more, or one ownership expiration after it began (an owner that never finishes its
-handover does not cost store calls forever). In steady state nothing is awaited and nothing is looked at.
+caught none or only the first of its writes. It stops looking when nothing is awaited any more, or one
+ownership expiration after it began (an owner that never finishes its handover does not cost store calls
+forever). In steady state nothing is awaited and nothing is looked at.
 """
 
 from __future__ import annotations

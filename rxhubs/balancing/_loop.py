@@ -17,9 +17,10 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
    partitions for it) it lists the ownership records from the moment the releasing owner balances next
-   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every :func:`look_gap` seconds
-   and runs the round as soon as a release shows, for at most one ownership expiration per handover (store
-   calls rise only then, by a few per handover; when to look is :class:`~rxhubs.balancing._looks.Looks`);
+   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every
+   :func:`~rxhubs.balancing._looks.look_gap` seconds and runs the round as soon as a release shows, for at most
+   one ownership expiration per handover (store calls rise only then, by a few per handover; when to look is
+   :class:`~rxhubs.balancing._looks.Looks`);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -42,14 +43,14 @@ from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, from_coroutine, sleep
 from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import LoopListener, RevokeReason
-from rxhubs.balancing._looks import Looks, look_gap
+from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
 from rxhubs.stores import CheckpointStore
 
-__all__ = ["BalancingLoop", "LoopListener", "RevokeReason", "look_gap"]
+__all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
@@ -253,8 +254,8 @@ class BalancingLoop(Holdings):
     async def _between_rounds(self) -> None:
         """Release what became ready; sleep until the next round is due (or the loop is stopped).
 
-        While awaiting a handover, look at the records every :func:`look_gap` seconds meanwhile, and return
-        (run the round now) as soon as a partition this consumer would claim was released.
+        While awaiting a handover, look at the records every :func:`~rxhubs.balancing._looks.look_gap` seconds
+        meanwhile, and return (run the round now) as soon as a partition this consumer would claim was released.
         """
         while self._stopping is None:
             if not self._release_failed and any(s.ready for s in self.sessions.values()):

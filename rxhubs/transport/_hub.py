@@ -18,7 +18,7 @@ from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 from rxhubs._models import EventHubProperties, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import ConfigurationError, NotFoundError, ReceiverClosedError, TransportError
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, check_receiver_args
-from rxhubs.transport._clients import SdkClients, shared_tls_context
+from rxhubs.transport._clients import SdkClients
 from rxhubs.transport._connection_string import (
     ConnectionString,
     check_eventhub_name,
@@ -31,7 +31,7 @@ from rxhubs.transport._receiver import AzurePartitionReceiver
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["EventHub", "shared_tls_context"]
+__all__ = ["EventHub"]
 
 _log = logging.getLogger("rxhubs.transport.azure")
 _T = TypeVar("_T")
