@@ -232,3 +232,35 @@ class Link:
     def _counted(self, direction: str, size: int) -> None:
         self._counters.forwarded[direction] += size
         self._counters.writes[direction] += 1
+
+
+class _Nowhere(asyncio.Transport):
+    """The far end of a blackholed connection: accepts nothing, reads nothing, never closes by itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+    def abort(self) -> None:
+        self._closing = True
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+
+def nowhere_writer() -> asyncio.StreamWriter:
+    """A writer to :class:`_Nowhere`, the stand-in target of a blackholed connection."""
+    protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+    return asyncio.StreamWriter(_Nowhere(), protocol, None, asyncio.get_running_loop())

@@ -8,9 +8,7 @@ between a client and a server on 127.0.0.1, point the client at ``proxy.address`
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import math
 import random
 import threading
 from collections.abc import Callable
@@ -18,7 +16,16 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from rxhubs.errors import ConfigurationError
-from rxhubs.testing._fault_link import DIRECTIONS, DOWN, UP, Counters, Faults, Link, rst
+from rxhubs.testing._fault_args import (
+    directions,
+    latency_text,
+    loopback,
+    non_negative,
+    per_direction,
+    positive_int,
+    slice_text,
+)
+from rxhubs.testing._fault_link import DOWN, UP, Counters, Faults, Link, nowhere_writer, rst
 
 log = logging.getLogger("rxhubs.testing.faults")
 
@@ -49,43 +56,6 @@ class ProxyStats:
     refused: bool = False
     writes_up: int = 0
     writes_down: int = 0
-
-
-def _directions(direction: str) -> tuple[str, ...]:
-    if direction == "both":
-        return DIRECTIONS
-    if direction in DIRECTIONS:
-        return (direction,)
-    raise ConfigurationError(f"direction must be 'both', 'upstream' or 'downstream', got {direction!r}")
-
-
-def _non_negative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ConfigurationError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _positive_int(name: str, value: int, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def _loopback(host: str) -> str:
-    if host == "localhost":
-        return host
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return host
-    except ValueError:
-        pass
-    raise ConfigurationError(f"a fault proxy binds loopback only (127.0.0.1, ::1, localhost), got {host!r}")
-
-
-def _per_direction(values: dict[str, str]) -> str:
-    if len(values) == 2 and values[UP] == values[DOWN]:
-        return f"{values[UP]},both" if values[UP] else "both"
-    return ";".join(f"{value},{direction}" if value else direction for direction, value in values.items())
 
 
 class FaultProxy:
@@ -132,9 +102,9 @@ class FaultProxy:
 
     def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1", port: int = 0,
                  seed: int | None = None) -> None:
-        self.host = _loopback(host)
-        self.port = _positive_int("port", port, 0)
-        if self.port > 65535 or not 1 <= _positive_int("target_port", target_port) <= 65535:
+        self.host = loopback(host)
+        self.port = positive_int("port", port, 0)
+        if self.port > 65535 or not 1 <= positive_int("target_port", target_port) <= 65535:
             raise ConfigurationError(f"ports must be below 65536, got {port} and {target_port}")
         self.target_host, self.target_port = target_host, target_port
         self._rng = random.Random(seed)
@@ -162,17 +132,17 @@ class FaultProxy:
         if faults.reset:
             parts.append("reset")
         if faults.silenced:
-            parts.append(f"silent({_per_direction(dict.fromkeys(sorted(faults.silenced, reverse=True), ''))})")
+            parts.append(f"silent({per_direction(dict.fromkeys(sorted(faults.silenced, reverse=True), ''))})")
         if faults.blackhole:
-            parts.append(f"blackhole({_per_direction(dict.fromkeys(sorted(faults.blackhole, reverse=True), ''))})")
+            parts.append(f"blackhole({per_direction(dict.fromkeys(sorted(faults.blackhole, reverse=True), ''))})")
         if faults.latency:
-            parts.append(f"latency({_per_direction({d: _latency(*v) for d, v in faults.latency.items()})})")
+            parts.append(f"latency({per_direction({d: latency_text(*v) for d, v in faults.latency.items()})})")
         if faults.bandwidth:
-            parts.append(f"bandwidth({_per_direction({d: f'{v}B/s' for d, v in faults.bandwidth.items()})})")
+            parts.append(f"bandwidth({per_direction({d: f'{v}B/s' for d, v in faults.bandwidth.items()})})")
         if faults.slices:
-            parts.append(f"slice({_per_direction({d: _slice(*v) for d, v in faults.slices.items()})})")
+            parts.append(f"slice({per_direction({d: slice_text(*v) for d, v in faults.slices.items()})})")
         if faults.cut:
-            parts.append(f"cut_after({_per_direction({d: f'{v[0]}B' for d, v in faults.cut.items()})})")
+            parts.append(f"cut_after({per_direction({d: f'{v[0]}B' for d, v in faults.cut.items()})})")
         return "+".join(parts) or "pass"
 
     @property
@@ -275,7 +245,7 @@ class FaultProxy:
 
     async def _open_target(self, *, blackholed: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if blackholed:  # nothing would get through: hold the client's socket open, reading and dropping
-            return asyncio.StreamReader(), _Nowhere.writer()
+            return asyncio.StreamReader(), nowhere_writer()
         return await asyncio.open_connection(self.target_host, self.target_port)
 
     # --- the faults ---------------------------------------------------------------------------------------
@@ -292,7 +262,7 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).silence("downstream")
         """
-        chosen = _directions(direction)
+        chosen = directions(direction)
 
         def change() -> None:
             self._faults.silenced.update(chosen)
@@ -309,7 +279,7 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).blackhole()
         """
-        chosen = _directions(direction)
+        chosen = directions(direction)
 
         def change() -> None:
             self._faults.blackhole = set(chosen)
@@ -341,8 +311,8 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).latency(0.2, jitter=0.05)
         """
-        value = (_non_negative("seconds", seconds), _non_negative("jitter", jitter))
-        chosen = _directions(direction)
+        value = (non_negative("seconds", seconds), non_negative("jitter", jitter))
+        chosen = directions(direction)
         self._change(lambda: setattr(self._faults, "latency", dict.fromkeys(chosen, value)))
 
     def bandwidth(self, bytes_per_second: int, direction: str = "both") -> None:
@@ -355,8 +325,8 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).bandwidth(10_000, direction="downstream")
         """
-        rate = _positive_int("bytes_per_second", bytes_per_second)
-        chosen = _directions(direction)
+        rate = positive_int("bytes_per_second", bytes_per_second)
+        chosen = directions(direction)
         self._change(lambda: setattr(self._faults, "bandwidth", dict.fromkeys(chosen, rate)))
 
     def slice(self, min_bytes: int = 1, max_bytes: int = 7, delay: float = 0.0, direction: str = "both") -> None:
@@ -371,10 +341,10 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).slice(1, 3, delay=0.001)
         """
-        low = _positive_int("min_bytes", min_bytes)
-        high = _positive_int("max_bytes", max_bytes, low)
-        value = (low, high, _non_negative("delay", delay))
-        chosen = _directions(direction)
+        low = positive_int("min_bytes", min_bytes)
+        high = positive_int("max_bytes", max_bytes, low)
+        value = (low, high, non_negative("delay", delay))
+        chosen = directions(direction)
         self._change(lambda: setattr(self._faults, "slices", dict.fromkeys(chosen, value)))
 
     def cut_after(self, n_bytes: int, direction: str = "both") -> None:
@@ -389,8 +359,8 @@ class FaultProxy:
         Example:
             >>> FaultProxy("127.0.0.1", 5672).cut_after(100, direction="downstream")
         """
-        size = _positive_int("n_bytes", n_bytes, 0)
-        chosen = _directions(direction)
+        size = positive_int("n_bytes", n_bytes, 0)
+        chosen = directions(direction)
 
         def change() -> None:
             self._generation += 1
@@ -451,43 +421,3 @@ class FaultProxy:
             loop.call_soon_threadsafe(run)
             done.wait(_CHANGE_TIMEOUT)
         log.info("fault proxy %s: %s", self.address, self.mode)
-
-
-def _latency(seconds: float, jitter: float) -> str:
-    return f"{seconds:g}s" + (f"±{jitter:g}s" if jitter else "")
-
-
-def _slice(low: int, high: int, delay: float) -> str:
-    return f"{low}-{high}B" + (f"/{delay:g}s" if delay else "")
-
-
-class _Nowhere(asyncio.Transport):
-    """The far end of a blackholed connection: accepts nothing, reads nothing, never closes by itself."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._closing = False
-
-    @classmethod
-    def writer(cls) -> asyncio.StreamWriter:
-        transport = cls()
-        protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
-        return asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        self._closing = True
-
-    def abort(self) -> None:
-        self._closing = True
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return default

@@ -37,6 +37,9 @@ class Echo(asyncio.Protocol):
         self.sizes.append(len(data))
         self.transport.write(data)
 
+    def eof_received(self) -> None:
+        self.sizes.append(-1)  # EOF marker
+
 
 class EchoServer:
     def __init__(self) -> None:
@@ -146,6 +149,16 @@ async def test_silence_downstream_drops_the_echo(proxy: FaultProxy, connect: obj
     await client.nothing_arrives()
     assert echo.sizes == [3]  # it got through upstream, the answer was dropped
     assert proxy.stats.bytes_dropped_down == 3 and proxy.stats.bytes_dropped_up == 0
+
+
+async def test_silence_swallows_the_fin_too(proxy: FaultProxy, connect: object, echo: EchoServer) -> None:
+    client = await connect()  # type: ignore[operator]
+    assert await client.round_trip(b"a") == b"a"
+    proxy.silence("upstream")
+    client.writer.write_eof()
+    await client.nothing_arrives()
+    assert echo.sizes == [1]  # the server never saw the EOF
+    assert proxy.stats.connections_open == 1
 
 
 async def test_blackhole_mutes_new_connections_too(proxy: FaultProxy, connect: object, echo: EchoServer) -> None:
