@@ -226,5 +226,9 @@ async def receive_direct(
             drainer.cancel()
         try:
             await asyncio.shield(consumer.close())
+            # the SDK leaves a connection it was still opening (no session yet) to the garbage collector
+            connection = getattr(link.handler, "_connection", None)
+            if connection is not None:
+                await asyncio.shield(connection.close())
         except Exception as exc:  # closing is best effort; the outcome above is what counts
             _log.debug("closing the consumer of partition %s failed: %r", partition_id, exc)
