@@ -30,6 +30,7 @@ from rxhubs.errors import TransportError
 from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import FaultProxy
 from rxhubs.transport._direct import DIRECT_VARIABLE
+from tests.otel.conftest import Exported, by, exported  # noqa: F401  (fixture)
 
 IDLE = 1.5
 PARTITIONS = 2
@@ -158,7 +159,11 @@ def in_order_and_complete(consumer: Consumer, producer: Producer) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("receive_path", ["direct", "public"])
 async def test_a_silenced_path_is_noticed_and_reading_resumes_on_a_new_connection(
-    receive_path: str, path: Path, running: tuple[Consumer, Producer], caplog: pytest.LogCaptureFixture
+    receive_path: str,
+    exported: Exported,  # noqa: F811
+    path: Path,
+    running: tuple[Consumer, Producer],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """``public``: the SDK's receive_batch loop (``RXHUBS_DIRECT_RECEIVE=0``) is watched the same way."""
     consumer, producer = running
@@ -183,6 +188,8 @@ async def test_a_silenced_path_is_noticed_and_reading_resumes_on_a_new_connectio
     assert {p for p, _ in errors} == set(producer.sent)
     assert all(isinstance(e, TransportError) and e.retriable and "idle timeout 1.5 s" in str(e) for _, e in errors)
     assert not [r for r in caplog.records if r.name == "rxhubs.sources" and r.levelno >= logging.WARNING]
+    stalls = by(exported.points("rxhubs.receive.stalls"), "messaging.destination.partition.id")
+    assert set(stalls) == set(producer.sent) and all(n >= 1 for n in stalls.values())
 
 
 @pytest.mark.slow
