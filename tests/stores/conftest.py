@@ -253,3 +253,17 @@ async def corruptible(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     finally:
         for cleanup in h.cleanups:
             await cleanup()
+
+
+FENCED_STORES = ["memory", "sqlite", "blob", "blob-aio-client", "blob-sync-client"]
+
+
+@pytest.fixture(params=_params(FENCED_STORES))
+async def fenced(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    """The stores that fence former owners' checkpoint writes (``FencedCheckpointStore``)."""
+    h = await _FACTORIES[request.param](request, tmp_path)
+    try:
+        yield h
+    finally:
+        for cleanup in h.cleanups:
+            await cleanup()
