@@ -192,7 +192,7 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
                 or not current.owner_id
             ):
                 raise lost(ownership, "the record changed before the fence")
-            self._periods.setdefault(key, {})[pid] = etag
+            self._periods.setdefault(key, {})[pid] = str(etag)
             checkpoint = self._checkpoints.get(key, {}).get(pid)
         if checkpoint is None:
             return None
