@@ -30,17 +30,24 @@ from tests.sources.test_partitions_processes import PARTITIONS, Producer, _read,
 
 def _owners(db: Path) -> dict[str, str]:
     """Partition -> owner of the live records (renewed within the expiry) of the consumer group."""
-    with sqlite3.connect(db) as con:
-        rows = con.execute(
-            "SELECT partition_id, owner_id, last_modified_time FROM rxhubs_ownership WHERE consumer_group = '$default'"
-        ).fetchall()
+    try:
+        with sqlite3.connect(db) as con:
+            rows = con.execute(
+                "SELECT partition_id, owner_id, last_modified_time FROM rxhubs_ownership "
+                "WHERE consumer_group = '$default'"
+            ).fetchall()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return {}
     now = time.time()
     return {pid: owner for pid, owner, at in rows if owner and now - float(at) < EXPIRY}
 
 
 def _checkpoints(db: Path) -> dict[str, int]:
-    with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT partition_id, sequence_number FROM rxhubs_checkpoint").fetchall()
+    try:
+        with sqlite3.connect(db) as con:
+            rows = con.execute("SELECT partition_id, sequence_number FROM rxhubs_checkpoint").fetchall()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return {}
     return {pid: int(seq) for pid, seq in rows}
 
 
@@ -56,10 +63,7 @@ class Poller(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            try:
-                current = _checkpoints(self.db)
-            except sqlite3.OperationalError:  # busy: read again
-                continue
+            current = _checkpoints(self.db)
             self.reads += 1
             for pid, seq in current.items():
                 if not self.seen[pid] or self.seen[pid][-1] != seq:
@@ -98,10 +102,14 @@ def test_a_paused_consumer_resumed_after_a_takeover_never_moves_a_checkpoint_and
         producer.start()
         assert _wait(lambda: sorted(_owners(db).values()) == ["a", "a", "b", "b"], 30), _owners(db)
         assert _wait(lambda: len(_checkpoints(db)) == PARTITIONS, 30)
-        time.sleep(1.0)  # A checkpoints every 0.5 s: it has a write pending when it stops
         poller.start()
         a_partitions = sorted(pid for pid, owner in _owners(db).items() if owner == "a")
         assert len(a_partitions) == 2
+        # stop A right after one of its checkpoint writes, once more batches arrived: a write is then pending,
+        # with its timer armed, when A resumes
+        written = len(_lines(outs["a"], "CP"))
+        assert _wait(lambda: len(_lines(outs["a"], "CP")) > written, 10)
+        time.sleep(0.25)
         procs["a"].send_signal(signal.SIGSTOP)
         at_stop = _checkpoints(db)
         # B takes A's partitions once their records expire, and checkpoints past where A stopped
@@ -110,7 +118,7 @@ def test_a_paused_consumer_resumed_after_a_takeover_never_moves_a_checkpoint_and
         ), _owners(db)
         # ... and past everything A had read before it stopped: a late write of A's would now go backwards
         a_read = {p: max(seq for pid, seq, owner, _ in _read([outs["a"]]) if pid == p) for p in a_partitions}
-        assert _wait(lambda: all(_checkpoints(db)[p] > max(at_stop[p], a_read[p]) for p in a_partitions), 30)
+        assert _wait(lambda: all(_checkpoints(db).get(p, -1) > max(at_stop[p], a_read[p]) for p in a_partitions), 30)
         taken_over = _checkpoints(db)
         procs["a"].send_signal(signal.SIGCONT)  # A resumes, believing it still owns them
         assert _wait(lambda: {p for p, _ in _lines(outs["a"], "CLOSE")} >= set(a_partitions), 30)
