@@ -71,6 +71,11 @@ def _window(consumer: Consumer, partition: str, start: float, end: float) -> int
 
 @pytest.mark.slow
 @pytest.mark.azurite
+@pytest.mark.xfail(
+    strict=False,
+    reason="known gap (issue 25 report): after a silent store path, checkpoint writes are not bounded by the store"
+    " timeout and pooled connections the proxy killed keep failing calls, so the consumer may stop slowly",
+)
 def test_a_silent_store_path_keeps_ownership_until_the_expiry_then_gives_it_up(
     emulator_factory: Any, azurite: Any, blob_container: str, proxied: ProxyThread, caplog: pytest.LogCaptureFixture
 ) -> None:
