@@ -48,7 +48,7 @@ from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_gr
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.stores import CheckpointStore
+from rxhubs.stores import CheckpointStore, is_fenced
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
@@ -356,14 +356,21 @@ class BalancingLoop(Holdings):
         return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
 
     async def _checkpoints_of_claimed(self) -> dict[str, Checkpoint]:
-        """The stored checkpoints, if partitions were just gained (none are read while stopping)."""
+        """The stored checkpoints, if partitions were just gained (none are read while stopping).
+
+        With a fenced store, each partition gained is fenced first, and its checkpoint read by the fence: from
+        then on a former owner's checkpoint writes fail. A partition whose record moved on meanwhile is lost.
+        """
         if self._stopping is not None:  # gained while stopping: release without reading
             for session in self.sessions.values():
                 if session.state is SessionState.CLAIMED:
                     session.mark_ready()
-        if not any(s.state is SessionState.CLAIMED for s in self.sessions.values()):
+        claimed = [s for s in self.sessions.values() if s.state is SessionState.CLAIMED]
+        if not claimed:
             return {}
-        return await self.calls.checkpoints()
+        if not is_fenced(self.store):
+            return await self.calls.checkpoints()
+        return self._fenced_checkpoints(claimed, await self.calls.fence([s.record for s in claimed]))
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())
