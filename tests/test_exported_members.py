@@ -48,8 +48,8 @@ EXPORTS = {
     },
     "rxhubs.emulator": {"BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"},
     "rxhubs.testing": {
-        "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "Signal", "marble_test",
-        "never", "now", "sleep", "symbols", "to_symbols",
+        "FaultProxy", "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "ProxyStats",
+        "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
         "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
