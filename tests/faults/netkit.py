@@ -171,10 +171,8 @@ class Run:
 
     def __enter__(self) -> Run:
         self.a.start_and_wait()
-        self.producer.start()
-        # a owns every partition first; b joins and takes its half over
-        assert wait_until(lambda: len({p for p, *_ in self.a.snapshot()}) == PARTITIONS, 30), self.a.errors
         self.b.start_and_wait()
+        self.producer.start()
         self.settle()
         return self
 
@@ -193,11 +191,11 @@ class Run:
             self.b_partitions = {p for p, o in owners.items() if o == "b"}
             if len(self.a_partitions) != PARTITIONS // 2 or len(self.b_partitions) != PARTITIONS // 2:
                 return False
-            since = time.time() - 0.5
+            since = time.time() - 0.3
             return all(self.reading(c, ps, since) for c, ps in ((self.a, self.a_partitions),
                                                                    (self.b, self.b_partitions)))
 
-        assert wait_until(settled, timeout, step=0.5), (self.a_partitions, self.b_partitions)
+        assert wait_until(settled, timeout, step=0.3), (self.a_partitions, self.b_partitions)
         self.closed_before = (len(self.a.closed), len(self.b.closed))
 
     @staticmethod

@@ -92,7 +92,7 @@ def test_one_second_latency_each_way(run: Run) -> None:
     proxy = run.proxy
     fault_from = time.time()
     proxy.latency(1.0)
-    time.sleep(5.0)
+    time.sleep(4.0)
     proxy.heal()
     fault_to = time.time()
     stats = proxy.stats
@@ -113,7 +113,7 @@ def test_20_kb_per_second(run: Run) -> None:
     proxy = run.proxy
     fault_from = time.time()
     proxy.bandwidth(20_000)
-    time.sleep(5.0)
+    time.sleep(4.0)
     proxy.heal()
     fault_to = time.time()
     expected = run.drain()
@@ -132,7 +132,7 @@ def test_writes_sliced_to_1_to_7_bytes(run: Run) -> None:
     read_before = len(run.a.snapshot())
     fault_from = time.time()
     proxy.slice(1, 7)
-    time.sleep(2.0)
+    time.sleep(1.5)
     # then a whole handshake through the slicer: the receivers reconnect (RST once, then sliced again)
     proxy.reset()
     assert wait_until(lambda: proxy.stats.connections_reset >= before.connections_reset + 2, 20)
@@ -140,7 +140,7 @@ def test_writes_sliced_to_1_to_7_bytes(run: Run) -> None:
     proxy.slice(1, 7)
     resets = proxy.stats.connections_reset
     assert wait_until(lambda: proxy.stats.connections_accepted >= before.connections_accepted + 2, 20)
-    time.sleep(3.0)
+    time.sleep(2.5)
     proxy.heal()
     fault_to = time.time()
     after = proxy.stats
@@ -180,7 +180,7 @@ def test_connections_cut_upstream_during_the_open_and_attach_handshake(run: Run)
     fault_from = time.time()
     before = proxy.stats
     sizes: list[int] = []
-    while time.time() < fault_from + 6.0:
+    while time.time() < fault_from + 5.0:
         # each new connection is cut after n of its bytes to the hub, n below what a receiver sends before its
         # link is attached and credited (protocol headers, SASL, open, begin, the CBS token, attach, flow:
         # about 1.5 KB): it never gets to read an event
