@@ -205,6 +205,36 @@ def test_connections_cut_upstream_during_the_open_and_attach_handshake(run: Run)
     assert len(retried_only(run)) >= 4
 
 
+
+async def test_a_link_and_a_management_call_opened_through_one_second_latency_each_way(
+    emulator_factory: Any, quiet_sdk: None
+) -> None:
+    emulator = emulator_factory(hubs={"far": 1})
+    conn = emulator.connection_string("far")
+    async with FaultProxy("127.0.0.1", emulator.port, seed=25) as proxy:
+        async with EventHub.from_connection_string(conn) as direct:
+            await direct.send([b"a", b"b", b"c"], partition_id="0")
+        hub = EventHub.from_connection_string(conn, **through(proxy))
+        try:
+            assert await hub.get_partition_ids() == ["0"]  # known before the fault: the receiver opens at once
+            proxy.latency(1.0)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+
+            async def read() -> list[int]:
+                got: list[int] = []
+                async with hub.receiver("0") as receiver:  # connection, SASL, CBS, attach: 2 s per round trip
+                    while len(got) < 3:
+                        got += [e.sequence_number for e in await receiver.receive_batch(10, max_wait=5.0)]
+                return got
+
+            # each management call opens a connection of its own: about 12 s through this path
+            ids, sequence_numbers = await asyncio.wait_for(asyncio.gather(hub.get_partition_ids(), read()), 90)
+            assert ids == ["0"] and sequence_numbers == [0, 1, 2]
+            assert loop.time() - started >= 4.0  # at least two round trips: the latency was felt
+        finally:
+            await hub.close()
+
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "the idle timeout counts whole frames, not bytes: a frame that takes longer than the idle timeout to arrive "
     "through a thin pipe is taken for a dead path, and every reconnection starts it over (a livelock)"))
