@@ -219,6 +219,8 @@ class Run:
         for consumer in (self.a, self.b):
             consumer.stop()
             assert consumer.outcome is None, consumer.outcome
+        # a closed every connection it opened through the proxy (none left behind by an abandoned call)
+        assert wait_until(lambda: self.proxy.stats.connections_open == 0, 10), self.proxy.stats
         return expected
 
     def check(self, expected: set[tuple[str, int]], fault_from: float, fault_to: float) -> None:
