@@ -27,6 +27,7 @@ from rxhubs.transport._connection_string import (
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import bounded
 from rxhubs.transport._options import ClientOptions, check_credential
+from rxhubs.transport._orphans import Orphans
 from rxhubs.transport._receiver import AzurePartitionReceiver
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class EventHub:
         self._partition_ids: tuple[str, ...] | None = None
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
+        self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------------------------
@@ -232,7 +234,9 @@ class EventHub:
             ...     return props.partition_ids
         """
         what = f"get properties of event hub {self._eventhub_name!r}"
-        raw = await self._retrying(what, lambda c: c.get_eventhub_properties(), self._liveness.management_timeout)
+        raw = await self._retrying(
+            what, lambda c: self._orphans.run(c.get_eventhub_properties()), self._liveness.management_timeout
+        )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
         ids = tuple(str(p) for p in raw["partition_ids"])
@@ -279,7 +283,7 @@ class EventHub:
         await self._check_partition(partition_id)
         raw = await self._retrying(
             f"get properties of partition {partition_id!r} of {self._eventhub_name!r}",
-            lambda c: c.get_partition_properties(partition_id),
+            lambda c: self._orphans.run(c.get_partition_properties(partition_id)),
             self._liveness.management_timeout,
         )
         if not raw:
@@ -432,6 +436,7 @@ class EventHub:
         self._closed = True
         receivers = list(self._receivers)
         await asyncio.gather(*(r.close() for r in receivers), return_exceptions=True)
+        await self._orphans.close(timeout=5.0)
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
