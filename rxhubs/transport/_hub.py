@@ -54,7 +54,7 @@ class EventHub:
     :class:`~rxhubs.errors.ConfigurationError`. Management calls and :meth:`send` retry retriable errors
     themselves with those retry settings, and fail at once on a non-retriable one (an unknown hub, bad
     credentials) instead of backing off first as the SDK does. Dead paths are rxhubs' own business:
-    ``idle_timeout`` (default 10 s; None: off), ``open_timeout`` (30 s), ``management_timeout`` (10 s), see
+    ``idle_timeout`` (default 10 s; None: off), ``open_timeout`` (30 s), ``management_timeout`` (30 s), see
     ``docs/operations.md`` ("Liveness").
 
     ``track_last_enqueued_event_properties`` (default True) makes receivers report the partition's newest

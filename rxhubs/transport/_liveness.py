@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 DEFAULT_IDLE_TIMEOUT = 10.0
 DEFAULT_OPEN_TIMEOUT = 30.0
-DEFAULT_MANAGEMENT_TIMEOUT = 10.0
+DEFAULT_MANAGEMENT_TIMEOUT = 30.0
 #: Longest gap between two looks of a watchdog (a quarter of the idle timeout when that is shorter).
 _LOOK_EVERY = 1.0
 #: The second look at a path found dead, after the reader had a chance to take what the socket holds.
@@ -100,7 +100,15 @@ class Liveness:
 
 
 def _last_frame(connection: Any) -> Any:
-    return getattr(connection, "_last_frame_received_time", None)
+    """What changes whenever bytes arrive: the last whole frame's time, and the bytes of a frame still arriving.
+
+    A frame larger than what a thin pipe carries in one idle timeout arrives for longer than that; its bytes
+    gathering in the socket reader's buffer are a live path too (else every reconnection would start the same
+    frame over, for ever).
+    """
+    reader = getattr(getattr(connection, "_transport", None), "reader", None)
+    pending = getattr(reader, "_buffer", None)
+    return getattr(connection, "_last_frame_received_time", None), len(pending) if pending is not None else None
 
 
 def _own_the_decision(connection: Any) -> None:

@@ -235,9 +235,6 @@ async def test_a_link_and_a_management_call_opened_through_one_second_latency_ea
         finally:
             await hub.close()
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the idle timeout counts whole frames, not bytes: a frame that takes longer than the idle timeout to arrive "
-    "through a thin pipe is taken for a dead path, and every reconnection starts it over (a livelock)"))
 async def test_an_event_slower_than_the_idle_timeout_through_20_kb_per_second(
     emulator_factory: Any, quiet_sdk: None
 ) -> None:
