@@ -69,7 +69,7 @@ def test_bad_liveness_settings_are_configuration_errors(options: dict[str, objec
 
 
 def test_defaults_and_disabling() -> None:
-    assert Liveness.parse({}) == Liveness(10.0, 30.0, 10.0)
+    assert Liveness.parse({}) == Liveness(10.0, 30.0, 30.0)
     assert Liveness.parse({}).advertised == 5.0  # half goes in the AMQP Open, as the spec advises
     assert Liveness.parse({"idle_timeout": None}).advertised is None
 
