@@ -78,7 +78,9 @@ class _Processor:
         retry: Backoff,
         on_poison: PoisonHandler | None,
         blocking: bool,
+        operation: str = "process",
     ) -> None:
+        self.operation = operation
         self.observer = observer
         self.scheduler = scheduler
         self.fn = fn
@@ -160,15 +162,16 @@ class _Processor:
         if self.retry.should_retry(error, entry.attempts):
             delay = self.retry.delay(entry.attempts)
             log.warning(
-                "partition %s: processing batch %s failed (%r); retry %d in %.1f s",
+                "partition %s: %s of batch %s failed (%r); retry %d in %.1f s",
                 batch.partition_id,
+                self.operation,
                 _span(batch),
                 error,
                 entry.attempts,
                 delay,
             )
             if batch._session is not None:
-                batch._session.report("process", error)
+                batch._session.report(self.operation, error)
 
             def again(*_: Any) -> None:
                 entry.timer = None
@@ -214,8 +217,9 @@ class _Processor:
         """The batch cannot be processed: stop its partition (or, without balancing, the stream)."""
         batch = entry.batch
         log.error(
-            "partition %s: processing batch %s failed %d times (%r): stopping the partition",
+            "partition %s: %s of batch %s failed %d times (%r): stopping the partition",
             batch.partition_id,
+            self.operation,
             _span(batch),
             entry.attempts,
             error,
@@ -230,7 +234,7 @@ class _Processor:
         lane.entries.clear()
         session = batch._session
         if session is not None:
-            session.fail("process", error)
+            session.fail(self.operation, error)
             self._maybe_complete()
             return
         self._terminate()

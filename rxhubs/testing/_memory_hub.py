@@ -40,6 +40,7 @@ from rxhubs.transport._base import (
     ReceiverBase,
     check_receiver_args,
 )
+from rxhubs.transport._publisher import OutgoingEvent, check_routing
 
 __all__ = ["InMemoryEventHub", "InMemoryReceiver"]
 
@@ -200,6 +201,44 @@ class InMemoryEventHub:
             raise ConfigurationError("give partition_id or partition_key, not both")
         if isinstance(bodies, bytes | str):
             bodies = [bodies]
+        props = dict(properties or {})
+        items: list[tuple[bytes, Mapping[str, Any]]] = []
+        for body in bodies:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            elif not isinstance(body, bytes):
+                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+            items.append((body, props))
+        return self._append(items, partition_id, partition_key)
+
+    async def publish(
+        self,
+        events: Sequence[OutgoingEvent],
+        *,
+        partition_id: str | None = None,
+        partition_key: str | None = None,
+    ) -> None:
+        """Append events, each with its own properties (the :class:`~rxhubs.operators.Publisher` method).
+
+        All go to one partition: ``partition_id``, the one ``partition_key`` maps to, or the next round robin.
+
+        Raises:
+            ConfigurationError: Bad routing, or a body that is not bytes.
+            NotFoundError: An unknown partition.
+        """
+        check_routing(partition_id, partition_key)
+        items = []
+        for event in events:
+            if not isinstance(event.body, bytes):
+                raise ConfigurationError(f"event bodies must be bytes, got {type(event.body).__name__}")
+            items.append((event.body, dict(event.properties)))
+        self._append(items, partition_id, partition_key)
+
+    def _append(
+        self, items: Sequence[tuple[bytes, Mapping[str, Any]]], partition_id: str | None, partition_key: str | None
+    ) -> list[Event]:
+        if partition_id is not None and partition_key is not None:
+            raise ConfigurationError("give partition_id or partition_key, not both")
         if partition_id is not None:
             partition = self._partition(partition_id)
         elif partition_key is not None:
@@ -207,13 +246,8 @@ class InMemoryEventHub:
         else:
             partition = self._partitions[next(self._round_robin)]
         now = self.clock()
-        props = dict(properties or {})
         stored: list[Event] = []
-        for body in bodies:
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            elif not isinstance(body, bytes):
-                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+        for body, props in items:
             seq = partition.events[-1].sequence_number + 1 if partition.events else 0
             event = Event(
                 body=body,
