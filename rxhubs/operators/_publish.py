@@ -201,11 +201,11 @@ def publish(
     ``on_partition_error`` with the operation ``"publish"``; it is read again from its checkpoint later, the
     other partitions go on), or, for a source without balancing, errors the stream.
 
-    Marble diagram (``a``..``c`` batches of one partition; the target acknowledges each 2 s after it is sent)::
+    Marble diagram (``a``..``c`` batches of one partition; the target acknowledges a send 3 s after it)::
 
-        batches:   -a-b-c------|
-        sent:      -a--b-c          (b waits until a was acknowledged)
-        publish:   ---a--b-c|       (each batch once its events are stored)
+        batches:   -a-b-c-----
+        sent:      -a--b--c---     (b waits until a was acknowledged, c until b was)
+        publish:   ----a--b--c     (each batch once its events are stored)
 
     Args:
         target: An ``rxhubs.EventHub``, an ``rxhubs.testing.InMemoryEventHub``, an ``azure.eventhub.aio``
