@@ -125,8 +125,10 @@ class _Publish:
         else:
             self.partition_key = partition_key
 
-    def groups(self, batch: EventBatch) -> dict[Route, list[OutgoingEvent]]:
-        groups: dict[Route, list[OutgoingEvent]] = {}
+    def groups(self, batch: EventBatch, groups: dict[Route, list[OutgoingEvent]] | None = None) -> dict[
+        Route, list[OutgoingEvent]
+    ]:
+        groups = {} if groups is None else groups
         for event in batch.events:
             if self.body is None:
                 body = event.body
@@ -143,7 +145,13 @@ class _Publish:
         return groups
 
     async def __call__(self, batch: EventBatch) -> None:
-        groups = self.groups(batch)
+        await self.send([batch])
+
+    async def send(self, batches: list[EventBatch]) -> None:
+        """Publish the events of ``batches`` (consecutive, of one partition), routing by routing, in order."""
+        groups: dict[Route, list[OutgoingEvent]] = {}
+        for batch in batches:
+            self.groups(batch, groups)
         if not groups:
             return
         try:
@@ -152,10 +160,12 @@ class _Publish:
             raise
         except Exception as exc:
             count = sum(len(g) for g in groups.values())
+            first, last = batches[0], batches[-1]
+            span = _span(first) if len(batches) == 1 else f"{first.first_sequence_number}..{last.last_sequence_number}"
             raise PublishError(
-                f"partition {batch.partition_id}: publishing {count} events (source batch {_span(batch)}) to"
+                f"partition {first.partition_id}: publishing {count} events (source events {span}) to"
                 f" {self.name!r} failed: {exc}",
-                partition_id=batch.partition_id,
+                partition_id=first.partition_id,
                 target=self.name,
                 retriable=is_retriable(exc),
             ) from exc
@@ -264,7 +274,9 @@ def publish(
             except ConfigurationError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            state = _Processor(observer, resolved, work, 1, backoff, on_poison, False, operation="publish")
+            state = _Processor(
+                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send
+            )
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched
             )
