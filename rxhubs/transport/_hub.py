@@ -346,7 +346,7 @@ class EventHub:
         partition_key: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Send events (a convenience for demos and tests; use the SDK's producer for serious sending).
+        """Send events (a convenience for demos and tests; in a pipeline, ``hops.publish`` sends with :meth:`publish`).
 
         Events go in as few batches as fit, in order. Without ``partition_id`` or ``partition_key`` the
         service picks partitions round robin.

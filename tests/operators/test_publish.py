@@ -266,3 +266,26 @@ def test_retry_resends_a_failed_batch_before_it_counts_as_poison() -> None:
     ).subscribe(scheduler=scheduler)
     scheduler.advance_to(5.0)
     assert [e.body for e in target.hub.events("0")] == [b"x"] and len(target.sends) == 2
+
+
+def test_batches_queued_behind_a_send_go_out_together_and_a_failed_group_is_retried_batch_by_batch() -> None:
+    source = InMemoryEventHub(1)
+    source.send([b"a", b"b", b"c", b"d", b"e", b"f"], partition_id="0")
+    scheduler = TestScheduler()
+
+    def refuse(events: Sequence[hops.OutgoingEvent]) -> Exception | None:
+        return ConfigurationError("d is refused") if any(e.body == b"d" for e in events) else None
+
+    target = SlowTarget(InMemoryEventHub(1), delay=1.0, fails=refuse)
+    dlq = InMemoryEventHub(1)
+    emitted: list[str] = []
+    rxhubs.partition_batches(source, "0", max_batch_size=1, max_inflight=8).pipe(
+        hops.publish(target, on_poison=hops.dead_letter(dlq)), symbols()
+    ).subscribe(emitted.append, scheduler=scheduler)
+    scheduler.advance_to(20.0)
+
+    # a alone (nothing queued yet); b..f queued behind it go in one send, which fails on d; then one by one
+    assert [n for _, _, n in target.sends] == [1, 5, 1, 1, 1, 1, 1]
+    assert [e.body for e in target.hub.events("0")] == [b"a", b"b", b"c", b"e", b"f"]
+    assert [e.body for e in dlq.events("0")] == [b"d"]
+    assert emitted == ["a", "b", "c", "d", "e", "f"]  # every batch moves on, in order
