@@ -209,7 +209,8 @@ def publish(
     (e.g. :func:`dead_letter`) it is handed over and moves on; without, a
     :class:`~rxhubs.errors.PublishError` naming the source partition stops that partition only (reported to
     ``on_partition_error`` with the operation ``"publish"``; it is read again from its checkpoint later, the
-    other partitions go on), or, for a source without balancing, errors the stream.
+    other partitions go on), or, for a source without balancing, errors the stream. An error raised by
+    ``body``, ``properties`` or a routing function takes the same path, unwrapped.
 
     Marble diagram (``a``..``c`` batches of one partition; the target acknowledges a send 3 s after it)::
 
