@@ -365,3 +365,35 @@ def test_a_consumer_killed_mid_stream_and_restarted_publishes_every_event_in_ord
     for pid, seq, at in checkpoints:
         early = [s for s in range(seq + 1) if acked_at.get((pid, s), float("inf")) > at]
         assert early == [], f"checkpoint {pid}@{seq} written before {early[:5]} were acknowledged"
+
+
+async def test_a_producer_client_of_the_sdk_is_a_target_and_a_sync_one_is_refused(emulator_factory: Any) -> None:
+    from azure.eventhub import EventHubProducerClient as SyncProducer
+    from azure.eventhub.aio import EventHubProducerClient
+
+    emulator = emulator_factory(hubs={"a": 1, "b": 2})
+    sync_producer = SyncProducer.from_connection_string(emulator.connection_string("b"))
+    with sync_producer, pytest.raises(ConfigurationError, match="async producer"):
+        hops.publish(sync_producer)
+    source = rxhubs.EventHub.from_connection_string(emulator.connection_string("a"))
+    producer = EventHubProducerClient.from_connection_string(emulator.connection_string("b"))
+    target = rxhubs.EventHub.from_connection_string(emulator.connection_string("b"))
+    store = InMemoryCheckpointStore()
+    try:
+        await source.send([b"m", b"n"], partition_key="k")
+        pipeline = rxhubs.consume(source, "$Default", store, **FAST).pipe(
+            hops.publish(producer, properties={"via": "sdk"}), hops.checkpoint(store, max_interval=0.0)
+        )
+
+        async def checkpointed() -> bool:
+            return [c.sequence_number for c in store.peek(source.fully_qualified_namespace, "a", "$Default")[1]] == [1]
+
+        await run_until(pipeline, checkpointed)
+        published = await read_all(target, 2)
+    finally:
+        await source.close()
+        await target.close()
+        await producer.close()  # the producer stays the caller's: publish did not close it
+    assert [(e.body, e.partition_key, e.properties.get("via")) for e in published] == [
+        (b"m", "k", "sdk"), (b"n", "k", "sdk"),
+    ]
