@@ -35,20 +35,23 @@ async def read_all(hub: rxhubs.EventHub, expected: int, timeout: float = 30.0) -
     deadline = time.monotonic() + timeout
     while True:
         ids = await hub.get_partition_ids()
-        sizes = [await hub.get_partition_properties(p) for p in ids]
+        sizes = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
         total = sum(p.last_enqueued_sequence_number + 1 for p in sizes)
         if total >= expected or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.2)
-    events: list[rxhubs.Event] = []
-    for pid, props in zip(ids, sizes, strict=True):
-        want = props.last_enqueued_sequence_number + 1
+
+    async def partition(pid: str, want: int) -> list[rxhubs.Event]:
         async with hub.receiver(pid, start=rxhubs.Position.earliest()) as receiver:
             got: list[rxhubs.Event] = []
             while len(got) < want:
                 got += await receiver.receive_batch(1000, max_wait=2.0)
-        events += got
-    return events
+            return got
+
+    # in partition order (receivers open concurrently: each attach is a round trip)
+    wants = [props.last_enqueued_sequence_number + 1 for props in sizes]
+    parts = await asyncio.gather(*(partition(p, want) for p, want in zip(ids, wants, strict=True)))
+    return [event for events in parts for event in events]
 
 
 class RecordingTarget:
@@ -110,8 +113,7 @@ async def test_hub_to_hub_with_a_transform_keeps_keys_and_order_and_checkpoints_
     source = rxhubs.EventHub.from_connection_string(emulator.connection_string("a"))
     target = rxhubs.EventHub.from_connection_string(emulator.connection_string("b"))
     try:
-        for key in KEYS:
-            await source.send([f"{key}/{n}" for n in range(40)], partition_key=key)
+        await asyncio.gather(*(source.send([f"{key}/{n}" for n in range(40)], partition_key=key) for key in KEYS))
         partition_of: dict[int, str] = {}
 
         def remember(batch: rxhubs.EventBatch) -> rxhubs.EventBatch:
@@ -157,8 +159,7 @@ async def test_an_unknown_target_hub_fails_each_partition_with_a_publish_error_a
     errors: list[tuple[str, str, BaseException]] = []
     store = InMemoryCheckpointStore()
     try:
-        for pid in ("0", "1", "2", "3"):
-            await source.send([b"x", b"y"], partition_id=pid)
+        await asyncio.gather(*(source.send([b"x", b"y"], partition_id=pid) for pid in "0123"))
         pipeline = rxhubs.consume(
             source, "$Default", store, on_partition_error=lambda c, e: errors.append((c.partition_id, c.operation, e)),
             **FAST,
@@ -187,8 +188,7 @@ async def test_an_event_over_the_size_limit_stops_only_its_partition(emulator_fa
     errors: list[tuple[str, str, BaseException]] = []
     store = InMemoryCheckpointStore()
     try:
-        for pid in ("0", "1", "2", "3"):
-            await source.send([f"{pid}-{n}" for n in range(5)], partition_id=pid)
+        await asyncio.gather(*(source.send([f"{pid}-{n}" for n in range(5)], partition_id=pid) for pid in "0123"))
         # 600 KB in the source; 1.2 MB once the transform doubled it: over the target's 1 MiB limit
         await source.send([b"z" * 600_000], partition_id="2")
         await source.send([b"after"], partition_id="2")
