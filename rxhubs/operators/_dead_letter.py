@@ -6,7 +6,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rxhubs._batch import EventBatch
-from rxhubs.operators._publish import Route, as_publisher, send_grouped
+from rxhubs.operators._publish import Groups, as_publisher, send_grouped
 from rxhubs.transport._connection_string import redact
 from rxhubs.transport._publisher import OutgoingEvent
 
@@ -89,7 +89,7 @@ def dead_letter(target: Any) -> Callable[[EventBatch, Exception], Coroutine[Any,
 
     async def handler(batch: EventBatch, error: Exception) -> None:
         common = dead_letter_properties(batch, error)
-        groups: dict[Route, list[OutgoingEvent]] = {}
+        groups: Groups = {}
         for event in batch.events:
             props = {
                 **event.properties,

@@ -26,6 +26,7 @@ __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_groupe
 MAX_SENDS = 32
 
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
+Groups = dict[Route, list[OutgoingEvent]]  # events by routing, each list in source order
 
 
 def as_publisher(target: Any) -> Publisher:
@@ -65,7 +66,7 @@ def target_name(target: Any) -> str:
     return str(getattr(target, "eventhub_name", None) or repr(target))
 
 
-async def send_grouped(target: Publisher, groups: Mapping[Route, list[OutgoingEvent]]) -> None:
+async def send_grouped(target: Publisher, groups: Groups) -> None:
     """Send each group with its routing, each in order; groups concurrently under asyncio, in turn in virtual time.
 
     Every group is finished (sent or failed) before this returns or raises the first failure.
@@ -125,10 +126,8 @@ class _Publish:
         else:
             self.partition_key = partition_key
 
-    def groups(self, batch: EventBatch, groups: dict[Route, list[OutgoingEvent]] | None = None) -> dict[
-        Route, list[OutgoingEvent]
-    ]:
-        groups = {} if groups is None else groups
+    def groups(self, batch: EventBatch, groups: Groups) -> Groups:
+        """Add ``batch``'s outgoing events to ``groups``, by routing."""
         for event in batch.events:
             if self.body is None:
                 body = event.body
@@ -149,7 +148,7 @@ class _Publish:
 
     async def send(self, batches: list[EventBatch]) -> None:
         """Publish the events of ``batches`` (consecutive, of one partition), routing by routing, in order."""
-        groups: dict[Route, list[OutgoingEvent]] = {}
+        groups: Groups = {}
         for batch in batches:
             self.groups(batch, groups)
         if not groups:
