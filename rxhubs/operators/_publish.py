@@ -196,7 +196,7 @@ def publish(
     ``partition_key`` (a value, or a function of the source event). By default an event keeps its source
     partition key, so keyed events land in the key's partition; events without a key go where the service
     puts them (round robin per send). Events of one batch with the same routing go in one send, in as few
-    service batches as fit the target's maximum message size; different routings are sent concurrently.
+    service batches as fit the target's maximum message size; sends of different routings are issued together.
 
     **Order, backpressure.** Batches of one source partition are published one at a time, in order, so events
     with the same key (or partition id) reach the target in their source order. Each batch is held (its
