@@ -198,10 +198,10 @@ def publish(
     puts them (round robin per send). Events of one batch with the same routing go in one send, in as few
     service batches as fit the target's maximum message size; sends of different routings are issued together.
 
-    **Order, backpressure.** Batches of one source partition are published one at a time, in order, so events
-    with the same key (or partition id) reach the target in their source order. Each batch is held (its
-    lease) until its events were acknowledged: a slow target slows the source, and ``max_inflight`` bounds
-    memory.
+    **Order, backpressure.** Batches of one source partition are published one send at a time, in order (those
+    that queued behind a send go out together in the next), so events with the same key (or partition id)
+    reach the target in their source order. Each batch is held (its lease) until its events were
+    acknowledged: a slow target slows the source, and ``max_inflight`` bounds memory.
 
     **Failures.** The target retries as it is configured to (``rxhubs.EventHub``'s ``retry_total``, the SDK
     producer's own); then, after ``retry`` (default: none), the batch is poison: with ``on_poison``
