@@ -28,6 +28,7 @@ SCENARIOS = {
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",
     "silent": "rxhubs.bench._silent",
+    "publish": "rxhubs.bench._publish",
 }
 
 EXAMPLES = """examples:

@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azure.eventhub import EventData
 from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 
 from rxhubs._models import EventHubProperties, PartitionContext, PartitionProperties, Position
@@ -28,6 +27,8 @@ from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import bounded
 from rxhubs.transport._options import ClientOptions, check_credential
 from rxhubs.transport._orphans import Orphans
+from rxhubs.transport._producer import send_batches
+from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 from rxhubs.transport._receiver import AzurePartitionReceiver
 
 if TYPE_CHECKING:
@@ -360,7 +361,7 @@ class EventHub:
         partition_key: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Send events (a convenience for demos and tests; use the SDK's producer for serious sending).
+        """Send events (a convenience for demos and tests; in a pipeline, ``hops.publish`` sends with :meth:`publish`).
 
         Events go in as few batches as fit, in order. Without ``partition_id`` or ``partition_key`` the
         service picks partitions round robin.
@@ -379,47 +380,42 @@ class EventHub:
             >>> async def seed(hub):  # doctest: +SKIP
             ...     await hub.send([b'{"t": 21.5}', b'{"t": 21.7}'], partition_id="0")
         """
-        if isinstance(bodies, bytes | str):
-            raise ConfigurationError("bodies must be an iterable of bytes or str, not a single body")
-        items = list(bodies)
-        for body in items:
-            if not isinstance(body, bytes | str):
-                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+        events = outgoing_events(bodies, properties)
+        check_routing(partition_id, partition_key)
         if partition_id is not None:
-            if not isinstance(partition_id, str) or not partition_id:
-                raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
             await self._check_partition(partition_id)
-        if partition_key is not None and not isinstance(partition_key, str):
-            raise ConfigurationError(f"partition_key must be a str, got {partition_key!r}")
-        if not items:
-            return
-        props: dict[str | bytes, Any] | None = {str(k): v for k, v in properties.items()} if properties else None
+        await self._send(events, partition_id, partition_key)
+
+    async def publish(
+        self,
+        events: Sequence[OutgoingEvent],
+        *,
+        partition_id: str | None = None,
+        partition_key: str | None = None,
+    ) -> None:
+        """Send events, each with its own properties, in order (what :func:`rxhubs.operators.publish` calls).
+
+        Events go in as few batches as fit the hub's maximum message size, to ``partition_id``, or with
+        ``partition_key``, or (neither) where the service puts them; retriable failures are retried with the
+        hub's retry settings, resending only what was not acknowledged. Raises ``ConfigurationError`` (bad
+        routing, an event over the maximum size), ``NotFoundError`` or ``TransportError`` (after the retries).
+
+        Example:
+            >>> from rxhubs.transport._publisher import OutgoingEvent
+            >>> async def forward(hub):  # doctest: +SKIP
+            ...     await hub.publish([OutgoingEvent(b"x", {"source": "a"})], partition_key="device-7")
+        """
+        check_routing(partition_id, partition_key)
+        if partition_id is not None:
+            await self._check_partition(partition_id)
+        await self._send(list(events), partition_id, partition_key)
+
+    async def _send(self, pending: list[OutgoingEvent], partition_id: str | None, partition_key: str | None) -> None:
         where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
-
-        async def send_all(client: EventHubProducerClient) -> None:
-            nonlocal items
-            while items:
-                batch = await client.create_batch(partition_id=partition_id, partition_key=partition_key)
-                count = 0
-                for body in items:
-                    data = EventData(body)
-                    if props:
-                        data.properties = dict(props)
-                    try:
-                        batch.add(data)
-                    except ValueError:
-                        if count == 0:
-                            raise ConfigurationError(
-                                f"an event of {len(body)} bytes is larger than the hub's maximum message size"
-                            ) from None
-                        break
-                    count += 1
-                await client.send_batch(batch)
-                items = items[count:]  # only what was acknowledged leaves the list; a retry resends the rest
-
-        await self._retrying(f"send to {where}", send_all)
-
-    # -- closing ---------------------------------------------------------------------------------------------
+        if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
+            await self._retrying(
+                f"send to {where}", lambda client: send_batches(client, pending, partition_id, partition_key)
+            )
 
     def _forget(self, receiver: AzurePartitionReceiver) -> None:
         self._receivers.discard(receiver)
