@@ -71,6 +71,7 @@ class Holdings:
             elif session is None:
                 ns, hub, group = self.group
                 self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
+                self.sessions[pid].store_timeout = self.settings.store_timeout or self.settings.load_balancing_interval
                 stolen = any(o.partition_id == pid for o in decision.steal)
                 _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
             else:
