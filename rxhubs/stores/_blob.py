@@ -124,6 +124,9 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         >>> client.close()
     """
 
+    #: ``last_modified_time`` is whole seconds: a consumer gives a partition up this much before its expiry.
+    timestamp_resolution = 1.0
+
     def __init__(
         self,
         account_url: str | ContainerClient | SyncContainerClient,
@@ -202,10 +205,8 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         store._setup(client, create_container, secrets, transport=options["transport"])
         return store
 
-    def _setup(
-        self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True,
-        transport: object = None,
-    ) -> None:
+    def _setup(self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True,
+               transport: object = None) -> None:
         key = getattr(client.credential, "account_key", None)
         self._secrets = [s for s in [*secrets, key if isinstance(key, str) else ""] if s]
         self._client = client
