@@ -144,7 +144,7 @@ class _Recycling:
             if not self._stale:
                 return
             self._stale = False
-            logger.info("blob store %s: a call failed or timed out: going on over new connections", self._url)
+            logger.debug("blob store %s: a call failed or timed out: going on over new connections", self._url)
             await self._transport.recycle()
 
 

@@ -182,8 +182,12 @@ def test_a_silent_store_path_changes_no_ownership_before_the_expiry_and_gives_it
         assert balanced()
         assert all(_window(a, pid, short_from, healed_at) > 0 for pid in mine)  # consumption went on
         assert proxy.stats.bytes_dropped_up > dropped  # the silence was felt ...
-        felt = {op for op, error in a.operations[reported:] if isinstance(error, StoreError) and error.retriable}
-        assert "checkpoint" in felt and felt & {"list", "claim"}, a.operations[reported:]  # ... and reported
+
+        def felt() -> set[str]:  # the operations whose store calls failed (timed out) since the silence began
+            return {op for op, error in a.operations[reported:] if isinstance(error, StoreError) and error.retriable}
+
+        # ... and reported (a write in flight at the heal times out after it)
+        assert wait_until(lambda: "checkpoint" in felt() and bool(felt() & {"list", "claim"}), 10), felt()
 
         # 2. silent for longer than the expiry: A gives its partitions up at the expiry, B takes them over
         caplog.clear()
