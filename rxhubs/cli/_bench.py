@@ -27,6 +27,7 @@ SCENARIOS = {
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",
+    "silent": "rxhubs.bench._silent",
 }
 
 EXAMPLES = """examples:

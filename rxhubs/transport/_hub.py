@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from azure.eventhub import EventData
@@ -25,7 +25,9 @@ from rxhubs.transport._connection_string import (
     parse_connection_string,
 )
 from rxhubs.transport._errors import first_line, translate_error
+from rxhubs.transport._liveness import bounded
 from rxhubs.transport._options import ClientOptions, check_credential
+from rxhubs.transport._orphans import Orphans
 from rxhubs.transport._receiver import AzurePartitionReceiver
 
 if TYPE_CHECKING:
@@ -48,10 +50,12 @@ class EventHub:
     ``AzureNamedKeyCredential``. Keyword options go to the SDK clients: ``retry_total``,
     ``retry_backoff_factor``, ``retry_backoff_max``, ``retry_mode``, ``transport_type``, ``http_proxy``,
     ``custom_endpoint_address``, ``connection_verify``, ``ssl_context``, ``socket_timeout``,
-    ``auth_timeout``, ``user_agent``, ``idle_timeout``, ``logging_enable``; anything else is a
+    ``auth_timeout``, ``user_agent``, ``logging_enable``; anything else is a
     :class:`~rxhubs.errors.ConfigurationError`. Management calls and :meth:`send` retry retriable errors
     themselves with those retry settings, and fail at once on a non-retriable one (an unknown hub, bad
-    credentials) instead of backing off first as the SDK does.
+    credentials) instead of backing off first as the SDK does. Dead paths are rxhubs' own business:
+    ``idle_timeout`` (default 10 s; None: off), ``open_timeout`` (30 s), ``management_timeout`` (30 s), see
+    ``docs/operations.md`` ("Liveness").
 
     ``track_last_enqueued_event_properties`` (default True) makes receivers report the partition's newest
     event with every delivery (:attr:`PartitionReceiver.last_enqueued_event_properties`, for lag). It costs
@@ -147,8 +151,10 @@ class EventHub:
         self._namespace = namespace
         self._eventhub_name = eventhub_name
         self._conn = conn
+        self._liveness = settings.liveness
         self._clients = SdkClients(
-            namespace, eventhub_name, conn, credential, emulator, dict(settings.sdk), conn.secrets if conn else ()
+            namespace, eventhub_name, conn, credential, emulator, dict(settings.sdk), conn.secrets if conn else (),
+            settings.liveness.advertised,
         )
         self._retry_total = settings.retry_total
         self._backoff_factor = settings.retry_backoff_factor
@@ -159,6 +165,7 @@ class EventHub:
         self._partition_ids: tuple[str, ...] | None = None
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
+        self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------------------------
@@ -188,12 +195,18 @@ class EventHub:
             self._producer = self._clients.producer()
         return self._producer
 
-    async def _retrying(self, what: str, operation: Callable[[EventHubProducerClient], Awaitable[_T]]) -> _T:
+    async def _retrying(
+        self,
+        what: str,
+        operation: Callable[[EventHubProducerClient], Coroutine[Any, Any, _T]],
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``operation`` with the hub's retries; each attempt bounded by ``timeout`` seconds (None: not)."""
         attempt = 0
         while True:
             client = self._producer_client()
-            try:
-                return await operation(client)
+            try:  # a management call opens its own connection: a retry does not reuse a silent one
+                return await (operation(client) if timeout is None else bounded(operation(client), timeout, what))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -220,8 +233,9 @@ class EventHub:
             ...     props = await hub.get_properties()
             ...     return props.partition_ids
         """
+        what = f"get properties of event hub {self._eventhub_name!r}"
         raw = await self._retrying(
-            f"get properties of event hub {self._eventhub_name!r}", lambda c: c.get_eventhub_properties()
+            what, lambda c: self._orphans.run(c.get_eventhub_properties()), self._liveness.management_timeout
         )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
@@ -269,7 +283,8 @@ class EventHub:
         await self._check_partition(partition_id)
         raw = await self._retrying(
             f"get properties of partition {partition_id!r} of {self._eventhub_name!r}",
-            lambda c: c.get_partition_properties(partition_id),
+            lambda c: self._orphans.run(c.get_partition_properties(partition_id)),
+            self._liveness.management_timeout,
         )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} has no partition {partition_id!r}")
@@ -421,6 +436,7 @@ class EventHub:
         self._closed = True
         receivers = list(self._receivers)
         await asyncio.gather(*(r.close() for r in receivers), return_exceptions=True)
+        await self._orphans.close(timeout=5.0)
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
