@@ -30,7 +30,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
-    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator"]),
+    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink", "sleep",
         "Signal",

@@ -46,10 +46,10 @@ EXPORTS = {
         "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
         "to_dataframe", "write",
     },
-    "rxhubs.emulator": {"BackgroundEmulator", "Emulator"},
+    "rxhubs.emulator": {"BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"},
     "rxhubs.testing": {
-        "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "Signal", "marble_test",
-        "never", "now", "sleep", "symbols", "to_symbols",
+        "FaultProxy", "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "ProxyStats",
+        "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
         "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, quote_plus, unquote, urlparse
 
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError
+from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
 
 if TYPE_CHECKING:
     from rxhubs.emulator._roles import ConnectionRole
@@ -49,6 +50,8 @@ def handle(connection: ConnectionRole, node: str, payload: bytes) -> bytes:
     if not connection.authorized(name):
         return msg.response(request.message_id, 401, unauthorized_text("Listen", name))
     hub = server.hub(name)
+    if server.faults.busy("management", hub.name if hub is not None else name):
+        return msg.response(request.message_id, 503, f"{BUSY}: {BUSY_TEXT}", condition=BUSY)
     if hub is None:
         return msg.response(request.message_id, 404, f"The messaging entity '{name}' could not be found.")
     if kind == "com.microsoft:eventhub":
