@@ -42,38 +42,46 @@ class Producer:
         self.failed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        from azure.eventhub import EventData
         from azure.eventhub.aio import EventHubProducerClient
 
-        client = EventHubProducerClient.from_connection_string(self.conn, retry_total=10)
         tick = 0.1
         next_at = time.monotonic()
-        async with client:
-            while not stop.is_set():
-                count = self.rig.partitions[-1]
-                per_tick = max(1, round(RATE * tick))
-                sends = []
-                for k in range(per_tick):
-                    pid = str((self.sent + k) % count)
-                    sends.append((pid, f"{self.seed}-{self.sent + k}"))
-                self.sent += per_tick
-                for pid in sorted({p for p, _ in sends}):
-                    ids = [i for p, i in sends if p == pid]
-                    now = time.time()
-                    ok = True
-                    try:
-                        batch = await client.create_batch(partition_id=pid)
-                        for eid in ids:
-                            batch.add(EventData(json.dumps({"id": eid, "p": pid})))
-                        await asyncio.wait_for(client.send_batch(batch), 30.0)
-                    except Exception:
-                        ok = False
-                        self.failed += len(ids)
-                    self.ledger.write("".join(json.dumps({"id": i, "p": pid, "t": round(now, 4), "ok": ok}) + "\n"
-                                              for i in ids))
-                next_at += tick
-                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        client: Any = None
+        known = 0
+        while not stop.is_set():
+            count = self.rig.partitions[-1]
+            if client is None or count != known:
+                # the SDK's producer checks partition ids against those it read once: a new client sees new ones
+                if client is not None:
+                    await client.close()
+                client, known = EventHubProducerClient.from_connection_string(self.conn, retry_total=10), count
+            await self._tick(client, count, max(1, round(RATE * tick)))
+            next_at += tick
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        if client is not None:
+            await client.close()
         self.ledger.flush()
+
+    async def _tick(self, client: Any, count: int, events: int) -> None:
+        """Send the next ``events`` numbered events, one batch per partition; a ledger line per event."""
+        from azure.eventhub import EventData
+
+        first = self.sent
+        self.sent += events
+        for pid in sorted({str(n % count) for n in range(first, first + events)}, key=int):
+            ids = [f"{self.seed}-{n}" for n in range(first, first + events) if str(n % count) == pid]
+            now = time.time()
+            ok = True
+            try:
+                batch = await client.create_batch(partition_id=pid)
+                for eid in ids:
+                    batch.add(EventData(json.dumps({"id": eid, "p": pid})))
+                await asyncio.wait_for(client.send_batch(batch), 30.0)
+            except Exception:  # recorded as not acknowledged; the hub may still have stored it
+                ok = False
+                self.failed += len(ids)
+            self.ledger.write("".join(json.dumps({"id": i, "p": pid, "t": round(now, 4), "ok": ok}) + "\n"
+                                      for i in ids))
 
 
 async def _inject(rig: Rig, fault: Fault, t0: float, record: dict[str, Any]) -> None:

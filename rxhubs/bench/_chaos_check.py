@@ -259,7 +259,7 @@ def check_exclusive(link_log: list[dict[str, Any]]) -> dict[str, Any]:
         link = (r["conn"], *where)
         if r["event"] == "attach":
             opened[link].append(r["t"])
-        elif opened[link]:
+        elif r["event"] == "detach" and opened[link]:  # a "refuse" was never attached
             intervals[where].append((opened[link].pop(0), r["t"]))
     last = max((r["t"] for r in link_log), default=0.0)
     for link, starts in opened.items():

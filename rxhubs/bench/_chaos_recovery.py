@@ -100,8 +100,12 @@ def _recovered_at(times: list[float], ok: list[bool], ref: float) -> float | Non
     return None
 
 
-def recovery(faults: list[dict[str, Any]], times: list[float], ok: list[bool]) -> list[dict[str, Any]]:
-    """Per injected fault: reference, recovery seconds, bound allowed (cluster-aware), met."""
+def recovery(faults: list[dict[str, Any]], times: list[float], ok: list[bool], origin: float = 0.0
+             ) -> list[dict[str, Any]]:
+    """Per injected fault: reference, recovery seconds, bound allowed (cluster-aware), met.
+
+    ``origin`` is subtracted from the times in each row's ``cluster`` labels (``type@seconds``).
+    """
     rows = []
     for f in faults:
         if not f.get("injected"):
@@ -120,7 +124,7 @@ def recovery(faults: list[dict[str, Any]], times: list[float], ok: list[bool]) -
                    and (o["recovered_at"] or float("inf")) > row["ref"]]
         allowed = max([row["ref"] + row["bound_s"]] + [o["ref"] + o["bound_s"] for o in cluster])
         row["allowed_s"] = round(allowed - row["ref"], 2)
-        row["cluster"] = [f"{o['type']}@{o['start']:.0f}" for o in cluster]
+        row["cluster"] = [f"{o['type']}@{o['start'] - origin:.0f}" for o in cluster]
         row["met"] = row["recovered_at"] <= allowed
     return rows
 

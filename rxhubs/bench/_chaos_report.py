@@ -50,7 +50,7 @@ def analyze(*, stored: list[dict[str, Any]], sent: list[dict[str, Any]], ledger:
     owner = owned_series(sessions(ledger, procs), procs, times)
     ok = healthy(times, lags, owner, [tuple(x) for x in run.get("partitions_at", [])])
     faults = run.get("faults", [])
-    rows = recovery(faults, times, ok)
+    rows = recovery(faults, times, ok, begin)
     injected = Counter(f["type"] for f in faults if f.get("injected"))
     report.update({
         "faults_injected": sum(injected.values()), "faults_by_type": dict(sorted(injected.items())),

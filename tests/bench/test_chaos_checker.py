@@ -171,6 +171,8 @@ def test_two_exclusive_receivers_at_once_are_caught_from_the_link_log() -> None:
     overlap = [link(1.0, "a", "attach"), link(5.0, "b", "attach"), link(6.5, "a", "detach"), link(9.0, "b", "detach")]
     found = check_exclusive(overlap)
     assert found["double_receivers"] == 1 and found["double_receiver_max_s"] == 1.5
+    refused = [link(1.0, "a", "attach"), link(2.0, "b", "refuse"), link(3.0, "b", "attach"), link(3.0, "a", "detach")]
+    assert check_exclusive(refused)["double_receivers"] == 0 and check_exclusive(refused)["exclusive_links"] == 2
     readers = [link(1.0, "a", "attach", None), link(2.0, "b", "attach"), link(3.0, "c", "attach", None, "1")]
     assert check_exclusive(readers)["double_receivers"] == 0  # non-exclusive readers may overlap
     never_detached = [link(1.0, "a", "attach"), link(5.0, "b", "attach"), link(8.0, "b", "detach")]
