@@ -18,7 +18,9 @@ its kill, or the end of its ledger. Jepsen's checks, on the consumer side (fault
   [nonmonotonic-poll / int-poll-skip];
 * duplicates across sessions, each explained by a handover between them: the older session ended (closed,
   killed, or paused as a zombie) and the event lies above the checkpoint the newer one started from
-  (the last checkpoint written a second before it opened); cause ``crash``, ``zombie`` or the close reason;
+  (the last checkpoint written a second before it opened); cause ``crash``, ``zombie`` or the close reason,
+  or ``regressed_checkpoint`` when that checkpoint was below one written earlier (a late write moved it back:
+  the regression itself fails the run);
 * checkpoints ahead: a checkpoint written (successfully) while a stored event at or below it was not yet
   processed by anyone, or before the writing incarnation itself processed that event; regressions: a
   successful write below one that had completed before it began (a zombie's late write);
@@ -126,9 +128,10 @@ def _checkpoints(ledger: list[dict[str, Any]]) -> dict[str, list[tuple[float, fl
     return cps
 
 
-def _checkpoint_before(writes: list[tuple[float, float, int, str, int]], t: float) -> int:
-    """The highest checkpoint completed by ``t`` (-1 if none)."""
-    return max((w[2] for w in writes if w[1] <= t), default=-1)
+def _checkpoint_before(writes: list[tuple[float, float, int, str, int]], t: float) -> tuple[int, int]:
+    """The checkpoint stored at ``t`` (the last write completed by then) and the highest written by then."""
+    done = [w[2] for w in writes if w[1] <= t]
+    return (done[-1], max(done)) if done else (-1, -1)
 
 
 def check_events(stored: list[dict[str, Any]], ledger: list[dict[str, Any]], procs: list[dict[str, Any]]
@@ -197,9 +200,11 @@ def _explain(a: Session, b: Session, seq: int, writes: list[tuple[float, float, 
     old, new = (a, b) if a.open <= b.open else (b, a)
     if old.end is None:
         return None  # the older session never ended: two readers at once
-    start_from = _checkpoint_before(writes, new.open - OPEN_SLACK)
+    start_from, highest = _checkpoint_before(writes, new.open - OPEN_SLACK)
     if seq <= start_from:
         return None  # the newer session read below the checkpoint it started from
+    if seq <= highest:
+        return "regressed_checkpoint"  # it started from a checkpoint a late write had moved back (a failure)
     if old.how == "crash":
         return "crash"
     paused = any(old.open <= t <= old.end for t in stops.get((old.c, old.i), []))

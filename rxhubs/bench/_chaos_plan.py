@@ -10,8 +10,9 @@ liveness (a dead path is noticed and events flow again within 30 s).
 
 The plan places faults one after another with a seeded gap of 2-8 s: each fault type at least once in a
 random order first (``partitions``, the one partition-count increase, only once), then random types while
-time remains. At most two faults occupy the run at once (a fault occupies its window plus a settle time), at
-most one of them hits the emulator, no consumer takes two at once, and at least one consumer stays un-faulted.
+time remains. At most two faults occupy the run at once (a fault occupies it from its start until its recovery
+bound has passed, so a recovery is measured under one other fault at most), at most one of them hits the
+emulator, no consumer takes two at once, and at least one consumer stays un-faulted.
 """
 
 from __future__ import annotations
@@ -108,8 +109,10 @@ def _params(kind: FaultType, rng: random.Random) -> dict[str, Any]:
 
 
 def _occupies(fault: Fault) -> tuple[float, float]:
+    """A fault occupies the run from its start until its recovery bound has passed (or 8 s after its end)."""
     kind = FAULT_TYPES[fault.type]
-    return fault.start, max(fault.end, fault.start) + min(SETTLE, kind.bound)
+    ref = fault.start if kind.measure_from == "start" else fault.end
+    return fault.start, max(ref + kind.bound, fault.end + SETTLE)
 
 
 def _conflicts(plan: list[Fault], kind: FaultType, start: float, end: float) -> tuple[list[Fault], set[str]]:
@@ -152,7 +155,8 @@ def make_schedule(seed: int, duration: float) -> list[Fault]:
         placed = None
         while start + length <= last_end and start + length + kind.bound <= duration - 5.0:
             end = start + length
-            blocking, busy = _conflicts(plan, kind, start, end + min(SETTLE, kind.bound))
+            ref = start if kind.measure_from == "start" else end
+            blocking, busy = _conflicts(plan, kind, start, max(ref + kind.bound, end + SETTLE))
             if not blocking:
                 free = [c for c in CONSUMERS if c not in busy]
                 target = rng.choice(free) if kind.target != "emulator" else None

@@ -5,10 +5,11 @@
 * **Owned** at time t: partitions (of those the hub had then) with a session (``_chaos_check.sessions``) whose
   incarnation was alive and not paused at t.
 * **Recovered** after a fault: from its reference point (its start or end, by type: ``_chaos_plan``), the first
-  sample from which every partition is owned and the lag is under 2 s for 3 s in a row. Faults whose windows
-  (start to recovery) overlap form a cluster, and a fault meets its bound when it recovered before the latest
-  "reference + bound" of its cluster (a second fault that began before the first recovered extends the time
-  allowed, by its own bound).
+  sample from which every partition is owned and the lag is under 2 s for 3 s in a row. A fault meets its
+  bound when it recovered by "reference + bound"; another fault that began before the first had recovered
+  and before that deadline (and had not itself recovered before the first's reference) extends the deadline
+  to its own "reference + bound"; extensions do not chain (a fault that began after the first's own deadline
+  cannot excuse it).
 """
 
 from __future__ import annotations
@@ -120,9 +121,12 @@ def recovery(faults: list[dict[str, Any]], times: list[float], ok: list[bool], o
         if row["recovered_at"] is None:
             row["met"], row["allowed_s"], row["cluster"] = False, row["bound_s"], []
             continue
-        cluster = [o for o in rows if o is not row and o["start"] < row["recovered_at"]
+        deadline = row["ref"] + row["bound_s"]
+        # a fault that hit before this one recovered and before its own deadline (and had not itself recovered
+        # before this one's reference point) may extend it to its own deadline; no chains through a third
+        cluster = [o for o in rows if o is not row and o["start"] < min(row["recovered_at"], deadline)
                    and (o["recovered_at"] or float("inf")) > row["ref"]]
-        allowed = max([row["ref"] + row["bound_s"]] + [o["ref"] + o["bound_s"] for o in cluster])
+        allowed = max([deadline] + [o["ref"] + o["bound_s"] for o in cluster])
         row["allowed_s"] = round(allowed - row["ref"], 2)
         row["cluster"] = [f"{o['type']}@{o['start'] - origin:.0f}" for o in cluster]
         row["met"] = row["recovered_at"] <= allowed

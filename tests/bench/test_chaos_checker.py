@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rxhubs.bench._chaos_check import check_checkpoints, check_events, check_exclusive, read_jsonl
-from rxhubs.bench._chaos_plan import CONSUMERS, FAULT_TYPES, SETTLE, make_schedule
+from rxhubs.bench._chaos_plan import CONSUMERS, FAULT_TYPES, _occupies, make_schedule
 from rxhubs.bench._chaos_recovery import healthy, lag_series, recovery
 from rxhubs.bench._chaos_report import analyze, figures
 
@@ -113,6 +113,15 @@ def test_duplicates_after_a_handover_or_a_reopen_name_the_close_reason() -> None
     found = run.events()
     assert found["duplicates_by_cause"] == {"handover:ownership_lost": 2}
     assert found["duplicates_unexplained"] == 2  # 8 and 9 lie at or below checkpoint 9, which it started from
+
+
+def test_a_newcomer_starting_from_a_checkpoint_a_late_write_moved_back_names_that_cause() -> None:
+    run = Run(events=12).own("c1.1", "0", 100.0).ev("c1.1", "0", range(10), 101.0).cp("c1.1", "0", 9, 101.2)
+    run.own("c1.1", "0", 102.0, "close", "ownership_lost").cp("c2.1", "0", 4, 103.0)  # c2.1's late write
+    run.own("c3.1", "0", 105.0).ev("c3.1", "0", range(5, 12), 105.5)
+    found = run.events()
+    assert found["duplicates_by_cause"] == {"regressed_checkpoint": 5} and found["duplicates_unexplained"] == 0
+    assert check_checkpoints(run.stored, run.ledger)["checkpoint_regressions"] == 1
 
 
 def test_a_zombie_processing_after_it_resumed_is_explained_as_zombie() -> None:
@@ -249,12 +258,13 @@ def test_an_eight_minute_plan_injects_every_type_and_keeps_a_consumer_unfaulted(
     assert sum(f.type == "partitions" for f in plan) == 1
     assert make_schedule(seed, 480) == plan and make_schedule(seed + 100, 480) != plan
     for t in [k * 0.5 for k in range(960)]:
-        active = [f for f in plan if f.start <= t < f.end + min(SETTLE, FAULT_TYPES[f.type].bound)]
+        active = [f for f in plan if _occupies(f)[0] <= t < _occupies(f)[1]]
         assert len(active) <= 2, (t, active)
         assert sum(f.target is None for f in active) <= 1
         targets = [f.target for f in active if f.target is not None]
         assert len(set(targets)) == len(targets) and len(targets) < len(CONSUMERS)
     assert all(f.end + FAULT_TYPES[f.type].bound <= 475 for f in plan)
+    assert all(f.end - f.start >= FAULT_TYPES[f.type].duration[0] - 0.01 for f in plan)
 
 
 def test_a_short_plan_still_injects_faults() -> None:
