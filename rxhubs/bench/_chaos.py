@@ -135,12 +135,15 @@ async def _drain(out: Path, producer_ledger: Path, timeout: float) -> float:
     return time.time() - began
 
 
-async def _read_back(conn: str, out: Path, partitions: int) -> int:
-    """Every event the hub stored, read in the consumer group ``verify`` (no owner level), to stored.jsonl."""
+async def _read_back(conn: str, out: Path, partitions: int) -> tuple[int, int]:
+    """Every event the hub stored, read in the consumer group ``verify`` (no owner level), to stored.jsonl.
+
+    Returns how many were read and how many the partitions' properties say there are.
+    """
     import rxhubs
     from rxhubs import Position
 
-    total = 0
+    total = expected = 0
     hub = rxhubs.EventHub.from_connection_string(conn)
     with open(out / "stored.jsonl", "w") as sink:  # noqa: ASYNC230 - a local file, written line by line
         async with hub:
@@ -149,11 +152,14 @@ async def _read_back(conn: str, out: Path, partitions: int) -> int:
                 last = props.last_enqueued_sequence_number
                 if props.is_empty or last is None or last < 0:
                     continue
+                expected += last + 1 - props.beginning_sequence_number
                 async with hub.receiver(pid, consumer_group="verify", start=Position.earliest(),
                                         owner_level=None) as receiver:
-                    got = -1
-                    while got < last:
-                        for e in await receiver.receive_batch(500, 2.0):
+                    got, empty = -1, 0
+                    while got < last and empty < 15:  # 30 s without an event: give up (the report says so)
+                        batch = await receiver.receive_batch(500, 2.0)
+                        empty = 0 if batch else empty + 1
+                        for e in batch:
                             got = e.sequence_number
                             try:
                                 body = json.loads(e.body)
@@ -162,7 +168,7 @@ async def _read_back(conn: str, out: Path, partitions: int) -> int:
                             sink.write(json.dumps({"p": pid, "s": e.sequence_number, "id": body.get("id"),
                                                    "ip": body.get("p")}) + "\n")
                             total += 1
-    return total
+    return total, expected
 
 
 def _prepare(out: Path) -> None:
@@ -242,13 +248,14 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
                      for c, p in group.items()}
             for proxy in (*hub_proxies.values(), *store_proxies.values()):
                 await proxy.stop()
-            stored = await _read_back(conn, out, rig.partitions[-1])
+            stored, expected = await _read_back(conn, out, rig.partitions[-1])
             link_log = getattr(emulator, "link_log", None)
             with open(out / "links.jsonl", "w") as links:  # noqa: ASYNC230
                 links.writelines(json.dumps(_link_dict(r)) + "\n" for r in link_log or ())
     run = {"seed": seed, "duration": duration, "t0": t0, "producer_stop": producer_stop, "faults": records,
            "procs": procs, "partitions_at": rig.partitions_at, "drain_wait_s": round(drained, 2),
-           "produced": producer.sent, "send_failures": producer.failed, "stored": stored, "proxy_stats": stats,
+           "produced": producer.sent, "send_failures": producer.failed, "stored": stored,
+           "stored_expected": expected, "proxy_stats": stats,
            "link_log": link_log is not None}
     (out / "run.json").write_text(json.dumps(run, indent=1, default=str))
     return report_dir(out)

@@ -67,6 +67,8 @@ def analyze(*, stored: list[dict[str, Any]], sent: list[dict[str, Any]], ledger:
     failures += [f"{r['type']}@{r['start'] - begin:.0f}s recovered in {r['recovery_s']} s > {r['allowed_s']} s"
                  for r in report["recovery_failures"]]
     failures += [f"not injected: {x}" for x in report["faults_not_injected"]]
+    if run.get("stored_expected") not in (None, len(stored)):
+        failures.append(f"read back {len(stored)} of the {run['stored_expected']} events the hub holds")
     if report["double_receivers"] is None:
         failures.append("exclusivity not checked (no link log)")
     if report["faults_injected"] == 0:
