@@ -73,6 +73,8 @@ def analyze(*, stored: list[dict[str, Any]], sent: list[dict[str, Any]], ledger:
         failures.append("exclusivity not checked (no link log)")
     if report["faults_injected"] == 0:
         failures.append("no fault was injected")
+    if report["processed_unique"] and not report["checkpoint_attempts"]:
+        failures.append("no checkpoint write was recorded (the ledger store missed the verb rxhubs used)")
     if report["processed_unique"] == 0:
         failures.append("nothing was processed")
     report["failures"] = failures

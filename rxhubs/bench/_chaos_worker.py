@@ -95,10 +95,17 @@ class LedgerStore(CheckpointStore):
         return await self._inner.list_checkpoints(*args, **kwargs)
 
     async def update_checkpoint(self, checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._ledgered(self._inner.update_checkpoint, checkpoint, *args, **kwargs)
+
+    async def update_checkpoint_fenced(self, checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
+        """The fenced write (rxhubs uses it when the store also has ``fence``), ledgered the same way."""
+        return await self._ledgered(self._inner.update_checkpoint_fenced, checkpoint, *args, **kwargs)
+
+    async def _ledgered(self, write: Any, checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
         self._ledger.flush()
         began = round(time.time(), 4)
         try:
-            result = await self._inner.update_checkpoint(checkpoint, *args, **kwargs)
+            result = await write(checkpoint, *args, **kwargs)
         except BaseException as exc:
             self._ledger.write("cp", p=checkpoint.partition_id, s=checkpoint.sequence_number, t0=began, ok=False,
                                err=f"{type(exc).__name__}: {exc}"[:300])

@@ -242,6 +242,9 @@ def test_analyze_gives_pass_for_a_clean_run_and_fail_naming_each_failure(tmp_pat
     short = analyze(stored=run.stored, sent=run.sent, ledger=run.ledger, run={**info, "stored_expected": 11},
                     link_log=links)
     assert short["failures"] == ["read back 10 of the 11 events the hub holds"]
+    unwritten = [r for r in run.ledger if r["k"] != "cp"]
+    blind = analyze(stored=run.stored, sent=run.sent, ledger=unwritten, run=info, link_log=links)
+    assert blind["failures"] == ["no checkpoint write was recorded (the ledger store missed the verb rxhubs used)"]
     run.ledger = [r for r in run.ledger if r.get("s") != 7]
     report = analyze(stored=run.stored, sent=run.sent, ledger=run.ledger, run=info, link_log=links)
     assert report["verdict"] == "FAIL" and "lost=1" in report["failures"]
