@@ -29,8 +29,9 @@ __all__ = ["LossReason", "Telemetry", "hooks", "install"]
 T = TypeVar("T")
 
 #: Why a partition was lost: another consumer took it over, its ownership expired (renewals failed), a
-#: reader with a higher owner level cut it off, or the consumer stopped without releasing it.
-LossReason = Literal["taken", "expired", "cut_off", "stopped"]
+#: reader with a higher owner level cut it off, a fenced store refused its checkpoint (another consumer claimed
+#: it meanwhile), or the consumer stopped without releasing it.
+LossReason = Literal["taken", "expired", "cut_off", "fenced", "stopped"]
 
 
 class Telemetry:

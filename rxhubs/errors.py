@@ -14,7 +14,7 @@ so the original is always on ``__cause__``.
     ├── AuthenticationError           the service refused the credentials
     ├── TransportError                transport failure (retriable)
     │   └── ReceiverClosedError       receive on a closed receiver (not retriable)
-    ├── OwnershipLostError            another reader with a higher owner level took the partition
+    ├── OwnershipLostError            the partition is another consumer's now (link cut off, or a fenced write)
     ├── QuotaExceededError            a service limit, e.g. more than 5 readers per partition
     ├── StoreError                    the checkpoint store failed (retriable by default)
     │   ├── OwnershipConflictError    a claim lost its compare-and-swap (etag mismatch)
@@ -95,7 +95,12 @@ class ReceiverClosedError(TransportError):
 
 
 class OwnershipLostError(RxHubsError):
-    """Another reader with a higher owner level took the partition (the service detached this link)."""
+    """The partition belongs to another consumer now. Not retriable: stop working on it.
+
+    Raised when another reader with a higher owner level took the partition (the service detached this link),
+    and by a fenced checkpoint store when a former owner writes after another consumer claimed the partition
+    (``update_checkpoint_fenced``; the stored checkpoint is left as it was).
+    """
 
 
 class StoreError(RxHubsError):

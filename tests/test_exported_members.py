@@ -38,8 +38,9 @@ EXPORTS = {
     },
     "rxhubs.operators": {"checkpoint", "process"},
     "rxhubs.stores": {
-        "BlobCheckpointStore", "CheckpointStore", "InMemoryCheckpointStore", "SdkCheckpointStore",
-        "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store", "from_url",
+        "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
+        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",
+        "from_url", "is_fenced",
     },
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",

@@ -129,6 +129,7 @@ class EmulatorFaults:
                          name or "every hub")
             if "flow" in kinds:
                 for link in _consumer_links(server, name):
+                    link.partition.remove_reader(link.consumer_group, link)  # evict() leaves that to its caller
                     link.evict(BUSY, BUSY_TEXT)
 
         self._call(act)

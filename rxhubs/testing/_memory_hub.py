@@ -233,6 +233,32 @@ class InMemoryEventHub:
         """Everything stored in a partition, in order."""
         return tuple(self._partition(partition_id).events)
 
+    def add_partitions(self, partition_count: int) -> tuple[str, ...]:
+        """Grow the hub to ``partition_count`` partitions, as the service's premium tier can; returns the ids.
+
+        New partitions are empty and readable at once; ``get_partition_ids`` lists them, and sends without a
+        partition id spread over every partition from now on (partition keys may map elsewhere, as in the
+        service). Receivers of the old partitions are not disturbed.
+
+        Raises:
+            ConfigurationError: Fewer partitions than now (a hub never shrinks), or not an int.
+
+        Example:
+            >>> hub = InMemoryEventHub(partition_count=2)
+            >>> hub.add_partitions(4)
+            ('0', '1', '2', '3')
+        """
+        count = partition_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < len(self._ids):
+            raise ConfigurationError(
+                f"partition_count must be an int >= {len(self._ids)} (partitions are never removed), got {count!r}"
+            )
+        for i in range(len(self._ids), count):
+            self._partitions[str(i)] = _Partition(str(i))
+        self._ids = tuple(self._partitions)
+        self._round_robin = itertools.cycle(self._ids)
+        return self._ids
+
     def inject_error(self, partition_id: str, error: BaseException) -> None:
         """Make the next pull of any receiver of this partition raise ``error`` (once per call)."""
         self._partition(partition_id).faults.append(error)

@@ -183,3 +183,21 @@ def _send(conn: str, partition_id: str) -> None:
     with EventHubProducerClient.from_connection_string(conn) as producer:
         producer.send_event(EventData(f"to {partition_id}"), partition_id=partition_id)
 
+
+
+def test_a_receiver_cut_by_server_busy_no_longer_holds_the_partition(emulator_factory: Any) -> None:
+    """After a busy window detached an owner-level 7 receiver that did not come back, a receiver with a lower
+    owner level may attach: the cut link left the partition's readers (a stale one would refuse it)."""
+    emulator = emulator_factory(hubs={"h": 1})
+    conn = emulator.connection_string("h")
+    _send(conn, "0")
+    with SyncReceiver(conn, "0", starting_position="-1", owner_level=7) as first:
+        first.wait_events(1)
+        emulator.faults.server_busy(60, on="flow")
+        error = first.wait_error(20)
+        assert error is not None and BUSY in str(error), error
+    emulator.faults.clear()
+    with SyncReceiver(conn, "0", starting_position="-1", owner_level=1) as second:
+        assert [e.body_as_str() for e in second.wait_events(1)] == ["to 0"]
+        assert second.errors == []
+    assert emulator.faults.status()["consumer_links"] == {"h": 0}
