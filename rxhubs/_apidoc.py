@@ -19,7 +19,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Streams", "rxhubs", [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
-    ("Operators", "rxhubs.operators", ["process", "checkpoint"]),
+    ("Operators", "rxhubs.operators", [
+        "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent",
+    ]),
     ("Processor", "rxhubs", ["EventProcessor", "PartitionProcessor"]),
     ("Workers", "rxhubs", ["run_workers", "WorkerContext", "WorkersSummary", "WorkerReport"]),
     ("Stores", "rxhubs.stores", [

@@ -36,7 +36,7 @@ EXPORTS = {
         "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
         "run_workers", "spark", "stores", "testing",
     },
-    "rxhubs.operators": {"checkpoint", "process"},
+    "rxhubs.operators": {"OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"},
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
         "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",
@@ -55,7 +55,7 @@ EXPORTS = {
     "rxhubs.errors": {
         "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
-        "SinkError", "StoreError", "TransportError",
+        "PublishError", "SinkError", "StoreError", "TransportError",
     },
     "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
     "rxhubs.balancing": {

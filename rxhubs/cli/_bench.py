@@ -27,6 +27,8 @@ SCENARIOS = {
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",
+    "silent": "rxhubs.bench._silent",
+    "publish": "rxhubs.bench._publish",
     "chaos": "rxhubs.bench._chaos",
 }
 
