@@ -29,6 +29,7 @@ SCENARIOS = {
     "workers": "rxhubs.bench._workers",
     "silent": "rxhubs.bench._silent",
     "publish": "rxhubs.bench._publish",
+    "chaos": "rxhubs.bench._chaos",
 }
 
 EXAMPLES = """examples:
@@ -50,13 +51,17 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("scenario", help="a scenario name (see below), or all")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure, one per line")
     parser.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
-    parser.add_argument("--duration", type=float, default=None, help="seconds, for time-based scenarios (soak)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="seconds, for time-based scenarios (soak; chaos: 480)")
     parser.add_argument(
         "--plot",
         metavar="DIR",
         default=None,
         help="also draw docs/performance.md's plots into DIR (throughput bars; the rebalance timeline)",
     )
+    # chaos: rxhubs bench chaos --seed N --duration S --out DIR (docs/testing.md, "Chaos run")
+    parser.add_argument("--seed", type=int, default=None, help="chaos: the schedule's seed (default: random, printed)")
+    parser.add_argument("--out", metavar="DIR", default=None, help="chaos: folder for ledgers and report")
     parser.set_defaults(run=run)
 
 
@@ -67,7 +72,7 @@ def _available() -> list[str]:
 def run(args: argparse.Namespace) -> int:
     available = _available()
     if args.scenario == "all":
-        names = available
+        names = [name for name in available if name != "chaos"]  # chaos runs alone, by name
     elif args.scenario in available:
         names = [args.scenario]
     else:
@@ -87,4 +92,5 @@ def run(args: argparse.Namespace) -> int:
 
         for path in draw(Path(args.plot), every, rebalance="rebalance" in names):
             print(f"wrote {path}", file=sys.stderr, flush=True)
-    return 0
+    # a chaos run that failed its checks fails the command
+    return 1 if any(f.get("metric") == "verdict" and f.get("met") is False for f in every) else 0
