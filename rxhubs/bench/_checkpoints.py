@@ -16,9 +16,9 @@ in-memory store; both end with the same checkpoints.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.testing import TestScheduler
 
@@ -67,10 +67,15 @@ def _measure(rate: int, seconds: float) -> tuple[float, float, bool, int]:
     intervals = (seconds + INTERVAL) / INTERVAL
     mine = ours.calls["update_checkpoint"] / PARTITIONS / intervals
     base = theirs.calls["update_checkpoint"] / PARTITIONS / intervals
+    if not ours.writes or len(ours.writes) != ours.calls["update_checkpoint"]:
+        raise RuntimeError(
+            f"the recording store saw {len(ours.writes)} checkpoint writes, the store counted"
+            f" {ours.calls['update_checkpoint']}: the bench no longer sees the operator's writes"
+        )
     window = 0
     for pid in hub.partition_ids:
         times = [t for t, p in ours.writes if p == pid]
-        window = max(window, *(sum(1 for u in times if t <= u < t + INTERVAL) for t in times))
+        window = max([window, *(sum(1 for u in times if t <= u < t + INTERVAL) for t in times)])
     ns, name = hub.fully_qualified_namespace, hub.eventhub_name
     final: list[list[Checkpoint]] = [[], []]
     ours.observe_list_checkpoints(ns, name, "$Default").subscribe(final[0].extend, scheduler=scheduler)
@@ -87,9 +92,14 @@ class _Recording(InMemoryCheckpointStore):
         self.scheduler = scheduler
         self.writes: list[tuple[float, str]] = []
 
-    def observe_update_checkpoint(self, checkpoint: Checkpoint) -> Observable[None]:
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        # The checkpoint operator calls the typed verb; recording here counts every write it really makes.
         self.writes.append((self.scheduler.clock, checkpoint.partition_id))
-        return super().observe_update_checkpoint(checkpoint)
+        await super().update_checkpoint(checkpoint)
+
+    async def update_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
+        for one in checkpoints:
+            await self.update_checkpoint(one)
 
 
 def run(args: Any) -> list[dict[str, Any]]:
@@ -124,7 +134,7 @@ def run(args: Any) -> list[dict[str, Any]]:
                     BASELINE,
                     "<= 1 per interval",
                     higher_is_better=False,
-                    met=mine <= 1.0 + 1e-9 and window <= 1,
+                    met=mine <= 1.0 + 1e-9 and window <= 1 and same,
                     same_final_checkpoints=same,
                 )
             )
