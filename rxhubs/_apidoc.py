@@ -19,7 +19,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Streams", "rxhubs", [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
-    ("Operators", "rxhubs.operators", ["process", "checkpoint"]),
+    ("Operators", "rxhubs.operators", [
+        "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent",
+    ]),
     ("Processor", "rxhubs", ["EventProcessor", "PartitionProcessor"]),
     ("Workers", "rxhubs", ["run_workers", "WorkerContext", "WorkersSummary", "WorkerReport"]),
     ("Stores", "rxhubs.stores", [
@@ -30,7 +32,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
-    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator"]),
+    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink", "sleep",
         "Signal",

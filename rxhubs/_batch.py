@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext
+from rxhubs._models import Event, LastEnqueuedEventProperties, Ownership, PartitionContext
 
 if TYPE_CHECKING:
     from reactivex import Observable
@@ -105,8 +105,10 @@ class OwnershipSession(Protocol):
     An operator that writes on behalf of a partition (the checkpoint operator) asks :attr:`owned` before every
     write, and registers a *flusher*: an Observable the balancer subscribes before it releases the partition,
     so the last position is written first. An operator that fails on one partition's batch (``hops.process``)
-    calls :meth:`fail`, which stops and releases only that partition. Batches of
-    :func:`rxhubs.partition_batches` carry no session.
+    calls :meth:`fail`, which stops and releases only that partition. A checkpoint operator writing to a fenced
+    store passes :attr:`period` to ``update_checkpoint_fenced``, and calls :meth:`lost` when the store refuses
+    the write (another consumer claimed the partition meanwhile). Batches of :func:`rxhubs.partition_batches`
+    carry no session.
     """
 
     @property
@@ -133,6 +135,15 @@ class OwnershipSession(Protocol):
 
     def fail(self, operation: str, error: Exception) -> None:
         """Stop this partition because of ``error``: it is released and read again from its checkpoint later."""
+        ...
+
+    @property
+    def period(self) -> Ownership | None:
+        """The ownership record that names this period for a fenced store (``update_checkpoint_fenced``), if any."""
+        ...
+
+    def lost(self, operation: str, error: Exception) -> None:
+        """A fenced store refused a write: the partition is another consumer's. Stop it at once, release nothing."""
         ...
 
 

@@ -138,7 +138,7 @@ class PartitionContext:
 
 
 #: The operations an error hook is told about (``ErrorContext.operation``).
-OPERATIONS = ("receive", "process", "checkpoint", "claim", "list", "release", "initialize", "close")
+OPERATIONS = ("receive", "process", "publish", "checkpoint", "claim", "list", "release", "initialize", "close")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +146,9 @@ class ErrorContext(PartitionContext):
     """The context an error hook (``on_partition_error``) receives: the partition, and what failed.
 
     Attributes:
-        operation: ``"receive"``, ``"process"``, ``"checkpoint"``, ``"claim"``, ``"list"``, ``"release"``,
-            ``"initialize"`` or ``"close"``. Balancing failures (``"list"``, ``"claim"``, ``"release"``) concern
-            the consumer group rather than one partition: their ``partition_id`` is ``""``.
+        operation: ``"receive"``, ``"process"``, ``"publish"``, ``"checkpoint"``, ``"claim"``, ``"list"``,
+            ``"release"``, ``"initialize"`` or ``"close"``. Balancing failures (``"list"``, ``"claim"``,
+            ``"release"``) concern the consumer group rather than one partition: their ``partition_id`` is ``""``.
 
     Example:
         >>> context = ErrorContext("ns", "telemetry", "$Default", "3", "process")

@@ -8,7 +8,8 @@ per event:
   the coroutine, so an observer can time it and make its span current while the user's function runs;
 * the checkpoint operator writes a checkpoint (the hook wraps the store call the same way);
 * the balancing loop claimed, released or lost a partition;
-* an error was reported (``on_partition_error`` sees every error of a balanced pipeline).
+* an error was reported (``on_partition_error`` sees every error of a balanced pipeline);
+* a receiver's connection went silent past its idle timeout (a dead path, ``rxhubs.transport``).
 
 :class:`Telemetry` is that interface, and its methods do nothing: a hook costs one attribute read and one
 call per batch. :mod:`rxhubs.otel` installs an implementation with :func:`install`; nothing in the core
@@ -29,8 +30,9 @@ __all__ = ["LossReason", "Telemetry", "hooks", "install"]
 T = TypeVar("T")
 
 #: Why a partition was lost: another consumer took it over, its ownership expired (renewals failed), a
-#: reader with a higher owner level cut it off, or the consumer stopped without releasing it.
-LossReason = Literal["taken", "expired", "cut_off", "stopped"]
+#: reader with a higher owner level cut it off, a fenced store refused its checkpoint (another consumer claimed
+#: it meanwhile), or the consumer stopped without releasing it.
+LossReason = Literal["taken", "expired", "cut_off", "fenced", "stopped"]
 
 
 class Telemetry:
@@ -63,6 +65,9 @@ class Telemetry:
 
     def error(self, context: PartitionContext, operation: str, error: BaseException) -> None:
         """An error was reported for ``operation`` (``context.partition_id`` is ``""`` for the group's)."""
+
+    def stalled(self, context: PartitionContext, silent: float) -> None:
+        """A receiver of ``context`` heard nothing for ``silent`` seconds while reading: its path is dropped."""
 
 
 #: The telemetry in force. The core reads it at each call (``_telemetry.hooks.received(batch)``).

@@ -14,12 +14,13 @@ so the original is always on ``__cause__``.
     ├── AuthenticationError           the service refused the credentials
     ├── TransportError                transport failure (retriable)
     │   └── ReceiverClosedError       receive on a closed receiver (not retriable)
-    ├── OwnershipLostError            another reader with a higher owner level took the partition
+    ├── OwnershipLostError            the partition is another consumer's now (link cut off, or a fenced write)
     ├── QuotaExceededError            a service limit, e.g. more than 5 readers per partition
     ├── StoreError                    the checkpoint store failed (retriable by default)
     │   ├── OwnershipConflictError    a claim lost its compare-and-swap (etag mismatch)
     │   └── CorruptRecordError        a stored record could not be parsed
     ├── SinkError                     a sink (e.g. a Spark write) failed after its retries
+    │   └── PublishError              events could not be published to a hub (names the source partition)
     └── EmulatorError                 the local emulator could not start or serve
 
 Messages never include secrets: connection strings are shown with their keys redacted.
@@ -43,6 +44,7 @@ __all__ = [
     "NotFoundError",
     "OwnershipConflictError",
     "OwnershipLostError",
+    "PublishError",
     "QuotaExceededError",
     "ReceiverClosedError",
     "RxHubsError",
@@ -95,7 +97,12 @@ class ReceiverClosedError(TransportError):
 
 
 class OwnershipLostError(RxHubsError):
-    """Another reader with a higher owner level took the partition (the service detached this link)."""
+    """The partition belongs to another consumer now. Not retriable: stop working on it.
+
+    Raised when another reader with a higher owner level took the partition (the service detached this link),
+    and by a fenced checkpoint store when a former owner writes after another consumer claimed the partition
+    (``update_checkpoint_fenced``; the stored checkpoint is left as it was).
+    """
 
 
 class StoreError(RxHubsError):
@@ -118,6 +125,25 @@ class CorruptRecordError(StoreError):
 
 class SinkError(RxHubsError):
     """A sink (a Spark write, a user writer) failed after its retries; nothing after it was checkpointed."""
+
+
+class PublishError(SinkError):
+    """Events of one source partition could not be published to the target hub (after the target's retries).
+
+    Raised by :func:`rxhubs.operators.publish`; the target's own error is on ``__cause__``, and ``retriable`` is
+    its flag (an unreachable hub may come back; an unknown hub or an oversized event will not).
+
+    Attributes:
+        partition_id: The source partition whose batch was not published.
+        target: The target hub's name.
+    """
+
+    def __init__(
+        self, message: str = "", *, partition_id: str = "", target: str = "", retriable: bool | None = None
+    ) -> None:
+        super().__init__(message, retriable=retriable)
+        self.partition_id = partition_id
+        self.target = target
 
 
 class EmulatorError(RxHubsError):

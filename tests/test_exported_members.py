@@ -36,25 +36,26 @@ EXPORTS = {
         "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
         "run_workers", "spark", "stores", "testing",
     },
-    "rxhubs.operators": {"checkpoint", "process"},
+    "rxhubs.operators": {"OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"},
     "rxhubs.stores": {
-        "BlobCheckpointStore", "CheckpointStore", "InMemoryCheckpointStore", "SdkCheckpointStore",
-        "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store", "from_url",
+        "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
+        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",
+        "from_url", "is_fenced",
     },
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",
         "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
         "to_dataframe", "write",
     },
-    "rxhubs.emulator": {"BackgroundEmulator", "Emulator"},
+    "rxhubs.emulator": {"BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"},
     "rxhubs.testing": {
-        "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "Signal", "marble_test",
-        "never", "now", "sleep", "symbols", "to_symbols",
+        "FaultProxy", "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "ProxyStats",
+        "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
         "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
-        "SinkError", "StoreError", "TransportError",
+        "PublishError", "SinkError", "StoreError", "TransportError",
     },
     "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
     "rxhubs.balancing": {

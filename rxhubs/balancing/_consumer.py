@@ -152,7 +152,7 @@ class Consumer:
         context = session.context
         start = self._start_for(pid, checkpoint)
         reading = self.settings.reading
-        session.bind(self._session_report, self._session_fail)
+        session.bind(self._session_report, self._session_fail, self._session_lost)
         batches = partition_batches(
             self.hub,
             pid,
@@ -244,6 +244,11 @@ class Consumer:
             return
         stream.error = stream.error or error
         stream._close(CloseReason.OWNERSHIP_LOST)
+
+    def _session_lost(self, session: PartitionSession, operation: str, error: Exception) -> None:
+        """A fenced store refused a write: report it once; the loop gives the partition up (nothing released)."""
+        self.report(session.context, operation, error)
+        self.loop.fenced(session)
 
     def _reader_error(self, stream: PartitionStream, error: Exception) -> None:
         if isinstance(error, OwnershipLostError):

@@ -13,6 +13,7 @@ from rxhubs.balancing._listener import LoopListener
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._records import split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
+from rxhubs.errors import OwnershipLostError
 
 __all__ = ["Holdings"]
 
@@ -93,6 +94,48 @@ class Holdings:
             if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
                 session.state = SessionState.READING
                 self.listener.on_acquired(session, checkpoints.get(pid))
+
+    def fenced(self, session: PartitionSession) -> None:
+        """A fenced store refused ``session``'s checkpoint: another consumer claimed the partition. Give it up.
+
+        Nothing is released (the record is the other consumer's); the next round sees who owns it.
+        """
+        if self.sessions.get(session.partition_id) is session:
+            log.warning(
+                "balancing: partition %s was taken over while this consumer still read it (it was paused past"
+                " its ownership expiry?): its checkpoint write was refused; stopping it",
+                session.partition_id,
+            )
+            self._lose(session.partition_id, "fenced")
+            self._arm_watchdog()
+            self._wake.set()
+        else:
+            session.lose()
+
+    def _fenced_checkpoints(
+        self, claimed: list[PartitionSession], results: list[Checkpoint | Exception | None]
+    ) -> dict[str, Checkpoint]:
+        """Take the fences of the partitions just claimed in: periods begun, checkpoints read, partitions lost.
+
+        Raises:
+            Exception: The first failure other than a lost partition (the round is then retried, and the
+                partitions not fenced yet are fenced then).
+        """
+        checkpoints: dict[str, Checkpoint] = {}
+        failure: Exception | None = None
+        for session, result in zip(claimed, results, strict=True):
+            if isinstance(result, OwnershipLostError):
+                log.info("balancing: partition %s was taken over before its fence", session.partition_id)
+                self._lose(session.partition_id, "taken")
+            elif isinstance(result, Exception):
+                failure = failure or result
+            else:
+                session.period = session.record
+                if result is not None:
+                    checkpoints[session.partition_id] = result
+        if failure is not None:
+            raise failure
+        return checkpoints
 
     def _forget_released(self, releases: list[Ownership]) -> None:
         for release in releases:

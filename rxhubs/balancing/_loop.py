@@ -6,8 +6,9 @@ happens to partition streams is its listener's business (:class:`LoopListener`).
 subscribing scheduler (:func:`rxhubs._rx.from_coroutine`), so it runs on asyncio with a real store and in
 virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoop._run` reads top to bottom:
 
-1. a **round** (:meth:`~BalancingLoop._round`), one store call at a time: the partition ids (re-read every
-   30 rounds), ``list_ownership`` of the consumer group and of its presence group, the plan
+1. a **round** (:meth:`~BalancingLoop._round`), one store call at a time: the partition ids (one management
+   call per round, as .NET's processor does every cycle, so partitions added to a live hub are claimed in
+   the round that sees them), ``list_ownership`` of the consumer group and of its presence group, the plan
    (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals, the claims, the steals,
    the releases of partitions whose handover finished and this consumer's presence record, then
    ``list_checkpoints`` for the partitions gained, each handed to ``listener.on_acquired``;
@@ -40,7 +41,7 @@ from reactivex import abc
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._retry import Backoff, is_retriable
-from rxhubs._rx import Signal, from_coroutine, sleep
+from rxhubs._rx import Signal, deadline, from_coroutine, sleep
 from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import Looks
@@ -48,14 +49,15 @@ from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_gr
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.stores import CheckpointStore
+from rxhubs.stores import CheckpointStore, is_fenced
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
-#: Partition ids are re-read from the hub every this many rounds (partitions can be added to a hub).
-_REFRESH_IDS_EVERY = 30
+#: Partition ids are re-read from the hub every this many rounds (partitions can be added to a live hub:
+#: every round, so new ones are claimed within an interval of appearing; one management call per round).
+_REFRESH_IDS_EVERY = 1
 #: Attempts at the final release before the records are left to expire.
 _FINAL_ATTEMPTS = 4
 
@@ -308,7 +310,11 @@ class BalancingLoop(Holdings):
         if self.partition_ids is not None and self.rounds % _REFRESH_IDS_EVERY != 0:
             return self.partition_ids
         try:
-            ids = await self._read_partition_ids()
+            if self.partition_ids is None:
+                ids = await self._read_partition_ids()
+            else:  # a slow refresh (a busy service, retries) must not hold up renewing what is owned
+                async with deadline(self.calls.timeout):
+                    ids = await self._read_partition_ids()
         except Exception as exc:
             if self.partition_ids is not None:  # a refresh failed: go on with the ids we know
                 log.warning("balancing: reading the partition ids failed (%s); keeping the known ids", exc)
@@ -356,14 +362,21 @@ class BalancingLoop(Holdings):
         return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
 
     async def _checkpoints_of_claimed(self) -> dict[str, Checkpoint]:
-        """The stored checkpoints, if partitions were just gained (none are read while stopping)."""
+        """The stored checkpoints, if partitions were just gained (none are read while stopping).
+
+        With a fenced store, each partition gained is fenced first, and its checkpoint read by the fence: from
+        then on a former owner's checkpoint writes fail. A partition whose record moved on meanwhile is lost.
+        """
         if self._stopping is not None:  # gained while stopping: release without reading
             for session in self.sessions.values():
                 if session.state is SessionState.CLAIMED:
                     session.mark_ready()
-        if not any(s.state is SessionState.CLAIMED for s in self.sessions.values()):
+        claimed = [s for s in self.sessions.values() if s.state is SessionState.CLAIMED]
+        if not claimed:
             return {}
-        return await self.calls.checkpoints()
+        if not is_fenced(self.store):
+            return await self.calls.checkpoints()
+        return self._fenced_checkpoints(claimed, await self.calls.fence([s.record for s in claimed]))
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())

@@ -18,8 +18,8 @@ before each write and registers a *flusher* the loop runs before releasing::
                                   ▼
                                RELEASED
 
-      any state ── renewal lost to another consumer, stolen, cut off by a higher owner level, or not
-                   renewed within the ownership expiration ──────────────────────────────────> LOST
+      any state ── renewal lost to another consumer, stolen, cut off by a higher owner level, a checkpoint
+                   write refused by a fenced store, or not renewed within the ownership expiration ──> LOST
 
 ``RELEASED`` and ``LOST`` are final: :attr:`~PartitionSession.owned` is False in both, so nothing is written
 for the partition any more. A handover therefore writes the last checkpoint *before* the record is released,
@@ -68,6 +68,8 @@ class PartitionSession:
         context: The partition.
         record: The ownership record as last claimed or renewed (its etag is the loop's next compare-and-swap).
         renewed_at: When the record was last renewed (the scheduler's clock, seconds).
+        period: The record passed to the store's ``fence`` when this period began (None unless the store is
+            fenced): fenced checkpoint writes carry it, and fail once another consumer claimed the partition.
         state: See :class:`SessionState`.
         close_reason: Why the partition stream ended, once it did.
 
@@ -81,7 +83,18 @@ class PartitionSession:
         False
     """
 
-    __slots__ = ("_failer", "_flushers", "_reporter", "close_reason", "context", "record", "renewed_at", "state")
+    __slots__ = (
+        "_failer",
+        "_flushers",
+        "_loser",
+        "_reporter",
+        "close_reason",
+        "context",
+        "period",
+        "record",
+        "renewed_at",
+        "state",
+    )
 
     def __init__(self, context: PartitionContext, record: Ownership | None = None, renewed_at: float = 0.0) -> None:
         self.context = context
@@ -91,9 +104,11 @@ class PartitionSession:
         self.renewed_at = renewed_at
         self.state = SessionState.CLAIMED
         self.close_reason: CloseReason | None = None
+        self.period: Ownership | None = None
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
         self._failer: ErrorSink | None = None
+        self._loser: ErrorSink | None = None
 
     @property
     def partition_id(self) -> str:
@@ -136,9 +151,9 @@ class PartitionSession:
         self._flushers.clear()
 
     # -- errors (operators report them; the consumer decides) -------------------------------------------------
-    def bind(self, report: ErrorSink, fail: ErrorSink) -> None:
-        """Where :meth:`report` and :meth:`fail` go (the consumer that reads the partition)."""
-        self._reporter, self._failer = report, fail
+    def bind(self, report: ErrorSink, fail: ErrorSink, lost: ErrorSink | None = None) -> None:
+        """Where :meth:`report`, :meth:`fail` and :meth:`lost` go (the consumer that reads the partition)."""
+        self._reporter, self._failer, self._loser = report, fail, lost
 
     def report(self, operation: str, error: Exception) -> None:
         """Tell the partition's error hook about ``error``; the partition goes on."""
@@ -156,6 +171,14 @@ class PartitionSession:
             self._failer(self, operation, error)
         else:
             self.report(operation, error)
+
+    def lost(self, operation: str, error: Exception) -> None:
+        """A fenced store refused a write for this period: report it; stop the partition now, release nothing."""
+        if self._loser is not None:
+            self._loser(self, operation, error)
+        else:
+            self.report(operation, error)
+            self.lose()
 
     # -- flushers (the checkpoint operator's) ----------------------------------------------------------------
     def register(self, key: object, flusher: Flusher) -> None:

@@ -1,15 +1,17 @@
-"""The balancing loop's conversation with the store: the four calls it makes, each bounded by a timeout."""
+"""The balancing loop's conversation with the store: the calls it makes, each bounded by a timeout."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import deadline
+from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._planner import BalancingSettings
 from rxhubs.errors import StoreError
-from rxhubs.stores import CheckpointStore
+from rxhubs.stores import CheckpointStore, FencedCheckpointStore
 
 __all__ = ["StoreCalls"]
 
@@ -67,6 +69,27 @@ class StoreCalls:
         ns, hub, group = self.group
         listed = await self._bounded("list_checkpoints", "list", lambda: self.store.list_checkpoints(ns, hub, group))
         return {c.partition_id: c for c in listed}
+
+    async def fence(self, records: Sequence[Ownership]) -> list[Checkpoint | Exception | None]:
+        """Begin the period of each record just won (a fenced store only): its checkpoint, or what failed.
+
+        Concurrent under asyncio, one after the other in virtual time (where stores never wait anyway).
+        """
+        store = self.store
+        assert isinstance(store, FencedCheckpointStore)
+
+        async def one(record: Ownership) -> Checkpoint | None:
+            return await self._bounded("fence", "list", lambda: store.fence(record))
+
+        if current_stepper() is None:
+            return list(await asyncio.gather(*(one(r) for r in records), return_exceptions=True))  # type: ignore[arg-type]
+        results: list[Checkpoint | Exception | None] = []
+        for record in records:
+            try:
+                results.append(await one(record))
+            except Exception as exc:
+                results.append(exc)
+        return results
 
     async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
         """Claim, renew or release ``records`` in one call; the records won."""

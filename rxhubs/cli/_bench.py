@@ -30,6 +30,8 @@ SCENARIOS = {
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",
+    "silent": "rxhubs.bench._silent",
+    "publish": "rxhubs.bench._publish",
 }
 
 EXAMPLES = """

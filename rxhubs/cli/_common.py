@@ -44,6 +44,21 @@ def open_hub(args: argparse.Namespace) -> Any:
     return EventHub.from_connection_string(conn, eventhub_name=args.eventhub, retry_total=1)
 
 
+def open_target(args: argparse.Namespace) -> Any:
+    """The hub ``--sink eventhub:HUB`` names, in the source's namespace with its credentials; None for other sinks."""
+    from rxhubs.transport import EventHub
+    from rxhubs.transport._connection_string import parse_connection_string
+
+    kind, _, name = args.sink.partition(":")
+    if kind != "eventhub":
+        return None
+    if not name:
+        raise ConfigurationError("--sink eventhub:HUB needs the target hub's name, e.g. eventhub:enriched")
+    source = open_hub(args)  # checks the connection string the same way (and is not opened)
+    conn = parse_connection_string(args.connection_string or os.environ[HUB_VARIABLE], source.eventhub_name)
+    return EventHub.from_connection_string(conn.with_eventhub_name(name).to_connection_string(), retry_total=3)
+
+
 def open_store(args: argparse.Namespace) -> Any:
     """The checkpoint store the options name."""
     from rxhubs.stores import from_url

@@ -7,13 +7,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rxhubs.cli._common import add_hub_options, close_all, open_hub, open_store
+from rxhubs.cli._common import add_hub_options, close_all, open_hub, open_store, open_target
 from rxhubs.errors import AuthenticationError, ConfigurationError, NotFoundError
 
 EXAMPLES = """examples:
   export EVENTHUB_CONNECTION_STRING='Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=telemetry'
   rxhubs consume                                        print events, checkpoints in .rxhubs/checkpoints.sqlite
   rxhubs consume --sink jsonl:out/events.jsonl --store sqlite:///cp.sqlite
+  rxhubs consume --sink eventhub:enriched               publish to hub 'enriched' (same namespace), then checkpoint
   rxhubs consume --sink parquet:out/parquet --store blob://checkpoints   (blob: AZURE_STORAGE_CONNECTION_STRING)
   rxhubs consume --start earliest --duration 30         ignore stored checkpoints, stop after 30 s
   rxhubs consume --workers 4 --sink jsonl:out/events.jsonl   4 processes (out/events.w0.jsonl ... w3)
@@ -35,7 +36,10 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_hub_options(parser)
-    parser.add_argument("--sink", default="console", help="console, jsonl:PATH or parquet:PATH (default console)")
+    parser.add_argument(
+        "--sink", default="console",
+        help="console, jsonl:PATH, parquet:PATH or eventhub:HUB (a hub of the same namespace; default console)",
+    )
     parser.add_argument("--owner-id", help="this consumer's id (default: a random one)")
     parser.add_argument("--start", choices=sorted(POSITIONS), help="start here, ignoring stored checkpoints")
     parser.add_argument(
@@ -53,11 +57,18 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _sink(spec: str, worker: int | None = None) -> Any:
-    """The sink a spec names; a worker writes files of its own (JSON lines ``name.wN.jsonl``, Parquet ``worker=N``)."""
+def _sink(spec: str, worker: int | None = None, hub: Any = None) -> Any:
+    """The sink a spec names; a worker writes files of its own (JSON lines ``name.wN.jsonl``, Parquet ``worker=N``).
+
+    ``eventhub:HUB`` publishes to ``hub`` (:func:`~rxhubs.cli._common.open_target`'s), keys kept.
+    """
     from rxhubs.operators._sinks import console_sink, jsonl_sink
 
     kind, _, target = spec.partition(":")
+    if kind == "eventhub" and hub is not None:
+        from rxhubs import operators as hops
+
+        return hops.publish(hub)
     if worker is not None and target:
         path = Path(target)
         target = str(path / f"worker={worker}" if kind == "parquet" else path.with_suffix(f".w{worker}{path.suffix}"))
@@ -78,7 +89,7 @@ def _sink(spec: str, worker: int | None = None) -> Any:
 
         parquet = str(folder)
         return spark.write(lambda df: df.write.mode("append").parquet(parquet), spark=spark.local_session())
-    raise ConfigurationError(f"unknown sink {spec!r}: use console, jsonl:PATH or parquet:PATH")
+    raise ConfigurationError(f"unknown sink {spec!r}: use console, jsonl:PATH, parquet:PATH or eventhub:HUB")
 
 
 async def preflight(hub: Any) -> None:
@@ -119,8 +130,10 @@ def worker_pipeline(args: argparse.Namespace, context: Any) -> Any:
     hub = context.closing(open_hub(args))
     store = context.closing(open_store(args))
     options = {**_options(args), "owner_id": context.owner_id}
+    target = open_target(args)
+    sink = _sink(args.sink, context.index, target and context.closing(target))
     return rxhubs.consume(hub, args.consumer_group, store, **options).pipe(
-        _sink(args.sink, context.index), hops.checkpoint(store, max_interval=args.checkpoint_interval)
+        sink, hops.checkpoint(store, max_interval=args.checkpoint_interval)
     )
 
 
@@ -135,13 +148,15 @@ def run_workers(args: argparse.Namespace) -> int:
         raise ConfigurationError("--workers must be >= 0 (0: one per CPU)")
     if args.store.startswith("memory:"):
         raise ConfigurationError("--workers needs a store the processes share (sqlite:// or blob://), not memory:")
-    hub = open_hub(args)
+    hub, target = open_hub(args), open_target(args)
 
     async def check() -> None:
         try:
             await preflight(hub)
+            if target is not None:
+                await preflight(target)
         finally:
-            await close_all(hub)
+            await close_all(hub, target)
 
     asyncio.run(check())
     summary = rxhubs.run_workers(
@@ -166,16 +181,20 @@ def run(args: argparse.Namespace) -> int:
     # aiohttp session (blob store) or AMQP connection left open ends the run with "Unclosed client session".
     hub = open_hub(args)
     store: Any = None
+    target: Any = None
     try:
         store = open_store(args)
-        sink = _sink(args.sink)
+        target = open_target(args)
+        sink = _sink(args.sink, hub=target)
     except BaseException:
-        asyncio.run(close_all(hub, store))
+        asyncio.run(close_all(hub, store, target))
         raise
 
     async def main() -> None:
         try:
             await preflight(hub)
+            if target is not None:
+                await preflight(target)
             stop = Shutdown()
             fatal: list[BaseException] = []
 
@@ -194,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
             if fatal:
                 raise fatal[0]
         finally:
-            await close_all(hub, store)
+            await close_all(hub, store, target)
 
     asyncio.run(main())
     return 0

@@ -17,6 +17,7 @@ EXAMPLES = """examples:
   rxhubs emulator --hub telemetry:8 --consumer-group analytics --consumer-group spark
   rxhubs emulator --hub telemetry:4 --keys RootManageSharedAccessKey=s3cret listener=k2
   rxhubs emulator --hub telemetry:4 --websocket-port 5673
+  rxhubs emulator --hub telemetry:4 --control-port 8474      # then: rxhubs emulator fault --help
 
 The emulator prints one connection string per hub (EntityPath=HUB, UseDevelopmentEmulator=true), then
 serves until Ctrl-C or SIGTERM. With --data-dir every event is kept in append-only files and survives a
@@ -24,7 +25,8 @@ restart; without it events live in memory. With --keys, clients must authenticat
 one of the keys (as the service requires); the connection strings carry the first key. With --websocket-port
 it also serves AMQP over WebSockets: clients pass transport_type=TransportType.AmqpOverWebsocket and
 custom_endpoint_address="sb://HOST:WEBSOCKET_PORT". Consumer group names ignore case, as in the service:
-'$default' is '$Default'.
+'$default' is '$Default'. With --control-port it serves a fault control API on 127.0.0.1 (printed at
+start) that 'rxhubs emulator fault busy|close|steal|partitions|clear|status --control 127.0.0.1:PORT' calls.
 """
 
 
@@ -49,7 +51,12 @@ def add_parser(subparsers: Any) -> None:
                              "connection strings use the first")
     parser.add_argument("--websocket-port", type=int, default=None, metavar="PORT",
                         help="also serve AMQP over WebSockets on this port (0 picks a free one)")
+    parser.add_argument("--control-port", type=int, default=None, metavar="PORT",
+                        help="serve the fault control API on 127.0.0.1:PORT (0 picks a free one)")
     parser.set_defaults(run=run)
+    from rxhubs.cli._emulator_fault import add_fault_parser
+
+    add_fault_parser(parser)
 
 
 def parse_hubs(specs: list[str]) -> dict[str, int]:
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     hubs = parse_hubs(args.hub)
     emulator = Emulator(hubs, host=args.host, port=args.port, data_dir=args.data_dir,
                         consumer_groups=args.consumer_group, keys=parse_keys(args.keys),
-                        websocket_port=args.websocket_port)
+                        websocket_port=args.websocket_port, control_port=args.control_port)
     return asyncio.run(_serve(emulator))
 
 
@@ -124,6 +131,9 @@ async def _serve(emulator: Any) -> int:
             print(f"rxhubs emulator: AMQP over WebSockets on port {emulator.websocket_port}: "
                   "transport_type=TransportType.AmqpOverWebsocket, "
                   f"custom_endpoint_address={emulator.websocket_endpoint!r}", file=sys.stderr, flush=True)
+        if emulator.control_address is not None:
+            print(f"rxhubs emulator: fault control on {emulator.control_address}: "
+                  f"rxhubs emulator fault status --control {emulator.control_address}", file=sys.stderr, flush=True)
         await stop.wait()
     print("rxhubs emulator: stopped", file=sys.stderr, flush=True)
     return 0

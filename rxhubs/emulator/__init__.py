@@ -15,5 +15,7 @@ Example:
 
 from rxhubs.emulator._background import BackgroundEmulator
 from rxhubs.emulator._emulator import Emulator
+from rxhubs.emulator._fault_state import LinkRecord
+from rxhubs.emulator._faults import EmulatorFaults
 
-__all__ = ["BackgroundEmulator", "Emulator"]
+__all__ = ["BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"]

@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlparse
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _management
 from rxhubs.emulator._codec import Array, Described
+from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
 from rxhubs.emulator._hubs import parse_selector
 from rxhubs.emulator._links import (
     MAX_MESSAGE_SIZE,
@@ -217,6 +218,8 @@ class Session:
                 partition = hub.partitions.get(segments[2])
                 if partition is None:
                     raise _LinkError(fr.NOT_FOUND, f"Partition '{segments[2]}' of '{hub.name}' could not be found.")
+            if server.faults.busy("attach", hub.name):
+                raise _LinkError(BUSY, BUSY_TEXT)
             return IncomingLink(self, name, handle, ours, address, hub=hub, partition=partition, node=None,
                                 delivery_count=delivery_count)
         raise _LinkError(fr.NOT_FOUND, f"The messaging entity '{address}' could not be found.")
@@ -266,10 +269,15 @@ class Session:
         metrics = any(str(c) == RUNTIME_METRIC for c in items)
         link = ConsumerLink(self, name, handle, ours, address, partition=partition, consumer_group=group,
                             start=start, epoch=epoch, runtime_metrics=metrics)
+        if self.connection.server.faults.busy("attach", hub.name):
+            link.log("refuse", BUSY)
+            raise _LinkError(BUSY, BUSY_TEXT)
         refusal = partition.add_reader(group, link)
         if refusal is not None:
+            link.log("refuse", refusal[0])
             raise _LinkError(*refusal)
         link.registered = True
+        link.log("attach")
         return link
 
     # ------------------------------------------------------------------ requests

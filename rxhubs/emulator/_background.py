@@ -10,6 +10,8 @@ from types import TracebackType
 from typing import Any
 
 from rxhubs.emulator._emulator import Emulator
+from rxhubs.emulator._fault_state import LinkRecord
+from rxhubs.emulator._faults import EmulatorFaults
 from rxhubs.errors import EmulatorError
 
 _START_TIMEOUT = 30.0
@@ -59,6 +61,21 @@ class BackgroundEmulator:
         """The SDK's ``custom_endpoint_address`` for AMQP over WebSockets (see :attr:`Emulator.websocket_endpoint`)."""
         return self._running().websocket_endpoint
 
+    @property
+    def faults(self) -> EmulatorFaults:
+        """Fault control of the running emulator (see :class:`EmulatorFaults`); safe from any thread."""
+        return self._running().faults
+
+    @property
+    def link_log(self) -> list[LinkRecord]:
+        """The running emulator's consumer link log (see :attr:`Emulator.link_log`)."""
+        return self._running().link_log
+
+    @property
+    def control_address(self) -> str | None:
+        """``127.0.0.1:PORT`` of the fault control API, or None (see :attr:`Emulator.control_address`)."""
+        return self._running().control_address
+
     def connection_string(self, hub: str, key_name: str | None = None) -> str:
         """A connection string for ``hub`` (see :meth:`Emulator.connection_string`)."""
         return self._running().connection_string(hub, key_name)
@@ -101,11 +118,13 @@ class BackgroundEmulator:
 
     def restart(self) -> BackgroundEmulator:
         """Stop and start again on the same port (and data directory): what a service restart looks like."""
-        port, websocket_port = self.port, self.websocket_port
+        port, websocket_port, control = self.port, self.websocket_port, self.control_address
         self.stop()
         self._options["port"] = port
         if websocket_port is not None:
             self._options["websocket_port"] = websocket_port
+        if control is not None:
+            self._options["control_port"] = int(control.rsplit(":", 1)[1])
         return self.start()
 
     def __enter__(self) -> BackgroundEmulator:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import struct
 import time
@@ -36,6 +37,8 @@ CHANNEL_MAX = 255
 PARTIAL_BUDGET = 16 * 1024 * 1024
 HANDSHAKE_TIMEOUT = 30.0
 _HDR = struct.Struct(">IBBH")
+_IDS = itertools.count(1)
+FORCED_CLOSE_GRACE = 1.0  # seconds a peer gets to read a close the server sent before the socket closes
 
 
 class Connection:
@@ -54,7 +57,10 @@ class Connection:
         self.grants: list[tuple[str, float]] = []  # entity paths authorized by tokens, and until when
         self.opened = False
         self.closing = False
+        self.id = next(_IDS)
+        self.close_condition: str | None = None  # the error of a close the server sent
         self._finished = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
 
     # ------------------------------------------------------------------ output
     def write(self, data: bytes) -> None:
@@ -129,6 +135,7 @@ class Connection:
         if self.closing:
             return
         self.closing = True
+        self.close_condition = fr.CONNECTION_FORCED
         if self.opened:
             for session in list(self.sessions.values()):
                 for link in list(session.links.values()):
@@ -139,6 +146,21 @@ class Connection:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._finished.wait(), 1.0)
         self.writer.close()
+
+    def force_close(self, condition: str, description: str) -> None:
+        """Close from the server side now, with an error (a fault the emulator is told to inject).
+
+        The close frame goes out at once and every link is torn down; the socket closes when the peer answers
+        with its close, or after :data:`FORCED_CLOSE_GRACE` seconds.
+        """
+        if self.closing:
+            return
+        self.closing = True
+        self.close_condition = condition
+        if self.opened:
+            self.write(fr.close_frame(fr.error(condition, description)))
+        self._teardown()
+        self._loop.call_later(FORCED_CLOSE_GRACE, self.writer.close)
 
     async def _tick(self) -> None:
         """Send heartbeats at half the peer's idle timeout; close when the peer is silent past ours."""
@@ -174,6 +196,8 @@ class Connection:
             if not body:
                 continue  # heartbeat
             perf = fr.decode_performative(body)
+            if self.closing and perf.code != fr.CLOSE:
+                continue  # the server closed the connection: only the peer's close matters now
             if not self.opened:
                 if perf.code != fr.OPEN:
                     raise ProtocolError(fr.NOT_ALLOWED, "The first frame must be open.")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+from rxhubs.emulator._control import ControlServer
+from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
+from rxhubs.emulator._faults import EmulatorFaults, _Host
 from rxhubs.emulator._server import Server
 from rxhubs.errors import ConfigurationError, EmulatorError
 
@@ -62,6 +66,9 @@ class Emulator:
             Producer links are always refused so. The SDK's consumer does not report such a refusal: it
             re-attaches quietly and never calls ``on_error``. By default consumer links are attached and then
             detached with the error instead, which the SDK reports.
+        control_port: Also serve the fault control API (JSON over HTTP, what ``rxhubs emulator fault`` calls)
+            on this port of 127.0.0.1, whatever ``host`` is; 0 picks a free one (read :attr:`control_address`).
+            None (the default): no control API. :attr:`faults` works from Python either way.
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -92,7 +99,7 @@ class Emulator:
                  shared_access_key_name: str = DEFAULT_KEY_NAME, shared_access_key: str = DEFAULT_KEY,
                  verify_tokens: bool = False, keys: Mapping[str, str] | None = None,
                  idle_timeout: float | None = 120.0, websocket_port: int | None = None,
-                 refuse_consumers_at_attach: bool = False) -> None:
+                 refuse_consumers_at_attach: bool = False, control_port: int | None = None) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -114,6 +121,8 @@ class Emulator:
             raise ConfigurationError(f"port must be between 0 and 65535, got {port}")
         if websocket_port is not None and not 0 <= websocket_port <= 65535:
             raise ConfigurationError(f"websocket_port must be between 0 and 65535 or None, got {websocket_port}")
+        if control_port is not None and not 0 <= control_port <= 65535:
+            raise ConfigurationError(f"control_port must be between 0 and 65535 or None, got {control_port}")
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.hubs: dict[str, int] = dict(hubs)
@@ -142,6 +151,14 @@ class Emulator:
         self._server: Server | None = None
         self._port: int | None = None
         self._websocket_port: int | None = None
+        self._requested_control_port = control_port
+        self._control: ControlServer | None = None
+        self._control_port: int | None = None
+        self._host = _Host(self.hubs)
+        self._fault_state = FaultState()
+        self._link_log = LinkLog()
+        #: Fault control: server busy, forced close, stolen links, new partitions (see :class:`EmulatorFaults`).
+        self.faults = EmulatorFaults(self._host, self._fault_state, self._link_log)
 
     def __repr__(self) -> str:
         state = f"port={self._port}" if self._port is not None else "stopped"
@@ -186,6 +203,27 @@ class Emulator:
     def _client_host(self) -> str:
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return f"[{host}]" if ":" in host else host
+
+    @property
+    def control_address(self) -> str | None:
+        """``127.0.0.1:PORT`` of the fault control API (``--control`` of ``rxhubs emulator fault``), or None.
+
+        Raises:
+            EmulatorError: The emulator is not running.
+        """
+        if self._port is None:
+            raise EmulatorError("the emulator is not running: use 'async with Emulator(...)' first")
+        return None if self._control_port is None else f"127.0.0.1:{self._control_port}"
+
+    @property
+    def link_log(self) -> list[LinkRecord]:
+        """Every consumer link attach, detach and refusal so far (the last 100,000), oldest first.
+
+        Each :class:`LinkRecord` has the time, connection id, hub, consumer group, partition, owner level,
+        event (``attach``, ``detach``, ``refuse``) and error condition. It survives :meth:`stop` and
+        :meth:`start` of this object. Safe to read from any thread.
+        """
+        return self._link_log.records()
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -238,7 +276,7 @@ class Emulator:
         try:
             server = Server(self.hubs, consumer_groups=self.consumer_groups[1:], data_dir=self.data_dir,
                             keys=self._keys, refuse_consumers_at_attach=self._refuse_consumers_at_attach,
-                            idle_timeout=self._idle_timeout)
+                            idle_timeout=self._idle_timeout, faults=self._fault_state, link_log=self._link_log)
         except OSError as exc:
             raise EmulatorError(f"cannot open the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
@@ -249,16 +287,32 @@ class Emulator:
             ports = f"{self._requested_port}" + (f" and {self._requested_websocket_port}"
                                                   if self._requested_websocket_port is not None else "")
             raise EmulatorError(f"cannot listen on {self.host}:{ports}: {exc.strerror or exc}") from exc
+        for hub in server.hubs.values():  # a hub grown before (data_dir) keeps its partitions
+            self.hubs[hub.name] = hub.partition_count
         self._server = server
+        self._host.server, self._host.loop = server, asyncio.get_running_loop()
+        if self._requested_control_port is not None:
+            control = ControlServer(self.faults)
+            try:
+                self._control_port = await control.start(self._requested_control_port)
+            except OSError as exc:
+                await self.stop()
+                raise EmulatorError(f"cannot listen for fault control on 127.0.0.1:{self._requested_control_port}: "
+                                    f"{exc.strerror or exc}") from exc
+            self._control = control
         _LOG.info("emulator listening on %s:%d (hubs %s)", self.host, self._port, self.hubs)
 
     async def stop(self) -> None:
         """Detach every link, close every connection and stop listening (what ``__aexit__`` does)."""
         server, self._server = self._server, None
+        control, self._control = self._control, None
+        self._host.server = self._host.loop = None
+        if control is not None:
+            await control.stop()
         if server is not None:
             await server.stop()
             _LOG.info("emulator on port %s stopped", self._port)
-        self._port = self._websocket_port = None
+        self._port = self._websocket_port = self._control_port = None
 
     async def __aenter__(self) -> Emulator:
         await self.start()

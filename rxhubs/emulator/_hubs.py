@@ -29,6 +29,7 @@ MAGIC = b"RXEHLOG1"
 _REC = struct.Struct(">IIqI")
 _CRC_FIELDS = struct.Struct(">qI")
 MAX_READERS = 5
+COUNT_FILE = "partition_count"  # in DATA_DIR/HUB: the count of a hub grown by add_partitions
 
 
 class Reader(Protocol):
@@ -334,18 +335,52 @@ class Hub:
         self.name = name
         self.created_at_ms = now_ms()
         self.consumer_groups = frozenset(g.casefold() for g in ("$Default", *consumer_groups))
-        self.partitions = {
-            str(i): Partition(name, str(i), data_dir / name / f"{i}.log" if data_dir is not None else None)
-            for i in range(partition_count)
-        }
-        self._ids = list(self.partitions)
+        self._dir = data_dir / name if data_dir is not None else None
+        self.partitions: dict[str, Partition] = {}
+        self._ids: list[str] = []
         self._next = 0
+        grown = self._stored_count()
+        if grown > partition_count:
+            _LOG.info("event hub %s: %d partitions (grown from %d while it ran before)", name, grown, partition_count)
+        self.grow(max(partition_count, grown), record=False)
         if data_dir is not None:
             marker = data_dir / name / "created_at"
             try:
                 self.created_at_ms = int(marker.read_text())
             except (OSError, ValueError):
                 marker.write_text(str(self.created_at_ms))
+
+    def _stored_count(self) -> int:
+        """The partition count a grown hub recorded in its data directory (0: none recorded)."""
+        if self._dir is None:
+            return 0
+        try:
+            return int((self._dir / COUNT_FILE).read_text())
+        except (OSError, ValueError):
+            return 0
+
+    def grow(self, partition_count: int, record: bool = True) -> None:
+        """Add partitions up to ``partition_count`` (ids continue from the last).
+
+        With a data directory and ``record``, the count is kept there: a restarted emulator has as many
+        partitions, whatever its configuration says (a hub never shrinks, as in the service).
+
+        Raises:
+            OSError: The count could not be recorded (partitions added before the failure stay).
+        """
+        for i in range(len(self._ids), partition_count):
+            pid = str(i)
+            self.partitions[pid] = Partition(self.name, pid, self._dir / f"{i}.log" if self._dir is not None else None)
+            self._ids.append(pid)
+        if record and self._dir is not None and self._stored_count() < partition_count:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            tmp = self._dir / (COUNT_FILE + ".tmp")
+            tmp.write_text(str(partition_count))
+            os.replace(tmp, self._dir / COUNT_FILE)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self._ids)
 
     def has_consumer_group(self, name: str) -> bool:
         """Whether the hub has this consumer group; the service ignores case in consumer group names."""

@@ -28,6 +28,7 @@ INCOMING_CREDIT = 5000
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 DELIVERY_BATCH = 256
 DELIVERY_BYTES = 1024 * 1024
+BUSY_POLL = 0.1  # seconds between looks at a server-busy window that stops deliveries
 
 
 class Link:
@@ -40,6 +41,7 @@ class Link:
         self.handle = handle
         self.address = address
         self.detach_sent = False
+        self.detach_condition: str | None = None  # the error of a detach this side sent
 
     def on_flow(self, perf: fr.Performative) -> None:
         """A flow frame for this link arrived."""
@@ -56,6 +58,7 @@ class Link:
         if self.detach_sent:
             return
         self.detach_sent = True
+        self.detach_condition = condition
         err = fr.error(condition, description) if condition else None
         self.session.send(fr.detach_frame(self.session.channel, self.handle, True, err))
         self.on_detached()
@@ -229,6 +232,7 @@ class ConsumerLink(Link):
         self.delivery_count = 0
         self.credit = 0
         self.registered = False
+        self.logged = False  # its attach is in the link log (so its detach goes there too)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -259,10 +263,20 @@ class ConsumerLink(Link):
         self.registered = False
         self.detach(condition, description)
 
+    def log(self, event: str, condition: str | None = None) -> None:
+        """Add an attach, detach or refusal of this link to the server's link log."""
+        conn = self.session.connection
+        self.logged = self.logged or event == "attach"
+        conn.server.link_log.add(conn.id, self.partition.hub, self.consumer_group, self.partition.partition_id,
+                                 self.epoch, event, condition)
+
     def on_detached(self) -> None:
         if self.registered:
             self.registered = False
             self.partition.remove_reader(self.consumer_group, self)
+        if self.logged:
+            self.logged = False
+            self.log("detach", self.detach_condition or self.session.connection.close_condition)
         task = self._task
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -272,8 +286,12 @@ class ConsumerLink(Link):
         part = self.partition
         s = self.session
         conn = s.connection
+        faults = conn.server.faults
         try:
             while not self.detach_sent:
+                if faults.busy("flow", part.hub):  # credit is not served while the server is busy
+                    await asyncio.sleep(BUSY_POLL)
+                    continue
                 if self.credit <= 0 or s.remote_incoming_window <= 0:
                     self._wake.clear()
                     await self._wake.wait()

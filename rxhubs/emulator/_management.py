@@ -1,9 +1,10 @@
 """``$cbs`` put-token and ``$management`` READ requests.
 
-CBS accepts any token unless the emulator has SAS keys; then a token must be a shared access signature made
-with one of them, unexpired, for a resource that covers the audience, and each accepted token authorizes
-its audience on that connection (see :meth:`Connection.authorized`). A put-token for an audience naming an
-unknown hub is accepted as ever: links to it are refused when they attach. Management answers the two
+CBS answers a put-token for an audience naming an unknown hub with 404, as the service does. Otherwise it
+accepts any token unless the emulator has SAS keys; then a token must be a shared access signature made
+with one of them (signed over its ``sr`` field as written: the SDK URL-encodes it, the SDK's SAS-token
+sample does not), unexpired, for a resource that covers the audience, and each accepted token authorizes
+its audience on that connection (see :meth:`Connection.authorized`). Management answers the two
 reads the SDK makes: event hub properties and partition properties (404 when unknown).
 """
 
@@ -15,10 +16,11 @@ import hmac
 import logging
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote_plus, unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError
+from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
 
 if TYPE_CHECKING:
     from rxhubs.emulator._roles import ConnectionRole
@@ -40,6 +42,9 @@ def handle(connection: ConnectionRole, node: str, payload: bytes) -> bytes:
         if operation != "put-token":
             return msg.response(request.message_id, 400, f"Unsupported CBS operation '{operation}'.")
         audience = _text(props.get("name"))
+        missing = unknown_entity(connection, audience)
+        if missing is not None:  # the service answers 404 before it looks at the token
+            return msg.response(request.message_id, 404, missing)
         status, text = check_token(connection, _text(request.body), audience)
         return msg.response(request.message_id, status, text)
     if operation != "READ":
@@ -49,6 +54,8 @@ def handle(connection: ConnectionRole, node: str, payload: bytes) -> bytes:
     if not connection.authorized(name):
         return msg.response(request.message_id, 401, unauthorized_text("Listen", name))
     hub = server.hub(name)
+    if server.faults.busy("management", hub.name if hub is not None else name):
+        return msg.response(request.message_id, 503, f"{BUSY}: {BUSY_TEXT}", condition=BUSY)
     if hub is None:
         return msg.response(request.message_id, 404, f"The messaging entity '{name}' could not be found.")
     if kind == "com.microsoft:eventhub":
@@ -62,6 +69,21 @@ def handle(connection: ConnectionRole, node: str, payload: bytes) -> bytes:
     return msg.response(request.message_id, 400, f"Unsupported management type '{kind}'.")
 
 
+def unknown_entity(connection: ConnectionRole, audience: str) -> str | None:
+    """The service's 404 text when a put-token's audience names an event hub the namespace lacks, else None.
+
+    The service refuses such a token with status 404 before checking it, with or without keys; the SDK
+    raises an authentication error (``ConnectError``) for it. A namespace-wide audience (``sb://host/``) is
+    never unknown.
+    """
+    path = resource_path(audience)
+    if not path or connection.server.hub(path.split("/")[0]) is not None:
+        return None
+    _LOG.info("refused a token for %s: no such event hub", audience)
+    return (f"The messaging entity '{unquote(audience)}' could not be found. "
+            "To know more visit https://aka.ms/sbResourceMgrExceptions.")
+
+
 def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[int, str]:
     """Validate a put-token request (any token passes unless the server has SAS keys).
 
@@ -72,9 +94,11 @@ def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[
     keys = connection.server.keys
     if keys is None:
         return 202, "Accepted"
-    fields = {}
+    fields: dict[str, str] = {}
+    written = ""  # the resource exactly as the token carries it: the signature covers these characters
     if token.startswith(_SAS_PREFIX):
         fields = {k: v[0] for k, v in parse_qs(token[len(_SAS_PREFIX):]).items()}
+        written = next((part[3:] for part in token[len(_SAS_PREFIX):].split("&") if part.startswith("sr=")), "")
     try:
         resource, signature, expiry, key_name = fields["sr"], fields["sig"], fields["se"], fields["skn"]
         expires = int(expiry)
@@ -84,9 +108,8 @@ def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[
     if key is None:
         _LOG.info("refused a token for %s: unknown key name", audience)
         return 401, "InvalidIssuer: Token issuer is invalid."
-    to_sign = (quote_plus(resource) + "\n" + expiry).encode("utf-8")
-    expected = base64.b64encode(hmac.new(key.encode("utf-8"), to_sign, hashlib.sha256).digest()).decode()
-    if not hmac.compare_digest(expected, signature):
+    if not any(hmac.compare_digest(_sign(key, signed, expiry), signature) for signed in dict.fromkeys(
+            (written, resource))):
         _LOG.info("refused a token for %s: bad signature", audience)
         return 401, "InvalidSignature: The token has an invalid signature."
     if expires < time.time():
@@ -96,6 +119,12 @@ def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[
                      f"resource '{audience}'.")
     connection.grant(resource_path(audience), float(expires))
     return 202, "Accepted"
+
+
+def _sign(key: str, resource: str, expiry: str) -> str:
+    """The signature of ``resource`` + newline + ``expiry`` with ``key`` (HMAC-SHA256, base64)."""
+    digest = hmac.new(key.encode("utf-8"), (resource + "\n" + expiry).encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
 
 
 def resource_path(uri: str) -> str:

@@ -291,8 +291,12 @@ def _first_list_item(buf: bytes, pos: int, stop: int) -> Raw | None:
     return Raw(buf[first : skip_value(buf, first, stop)])
 
 
-def response(correlation_id: Raw | None, status_code: int, description: str, body: Any = None) -> bytes:
-    """A reply message: correlation id, status code and description (under both keys the SDK reads), body."""
+def response(correlation_id: Raw | None, status_code: int, description: str, body: Any = None,
+             condition: str | None = None) -> bytes:
+    """A reply message: correlation id, status code and description (under both keys the SDK reads), body.
+
+    ``condition`` (e.g. ``com.microsoft:server-busy``) goes in the ``error-condition`` application property.
+    """
     properties: list[Any] = [None] * 13
     if correlation_id is not None:
         properties[5] = correlation_id
@@ -302,6 +306,8 @@ def response(correlation_id: Raw | None, status_code: int, description: str, bod
         "statusCode": status_code,
         "statusDescription": description,
     }
+    if condition is not None:
+        app["error-condition"] = condition
     out = b"\x00\x53\x73" + encode_list_always8or32(properties)
     out += encode_value(Described(ULong(SEC_APPLICATION_PROPERTIES), app))
     out += b"\x00\x53\x77" + encode_value(body)

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
+from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._sasl import SaslCheck
 
@@ -51,6 +52,12 @@ class ServerRole(Protocol):
     @property
     def refuse_consumers_at_attach(self) -> bool: ...
 
+    @property
+    def faults(self) -> FaultState: ...
+
+    @property
+    def link_log(self) -> LinkLog: ...
+
     def hub(self, name: str) -> Hub | None: ...
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: Writer) -> None: ...
@@ -61,6 +68,8 @@ class ConnectionRole(Protocol):
 
     server: ServerRole
     peer_max_frame: int
+    id: int
+    close_condition: str | None
 
     def write(self, data: bytes) -> None: ...
 

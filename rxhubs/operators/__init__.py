@@ -1,6 +1,8 @@
 """rxhubs operators, RxPY style: plain functions ``Observable -> Observable`` to use in ``pipe(...)``.
 
 * :func:`process`: work per batch (sync or async), in order per partition, failures kept to their partition;
+* :func:`publish`: events to another hub, each batch passed on once the target acknowledged what it made;
+* :func:`dead_letter`: an ``on_poison`` handler that publishes a failed batch with its error and position;
 * :func:`checkpoint`: record, per partition, what passed through (put it after the work that must succeed).
 
 Example:
@@ -13,6 +15,8 @@ Example:
 from __future__ import annotations
 
 from rxhubs.operators._checkpoint import checkpoint
+from rxhubs.operators._dead_letter import dead_letter
 from rxhubs.operators._process import process
+from rxhubs.operators._publish import OutgoingEvent, Publisher, publish
 
-__all__ = ["checkpoint", "process"]
+__all__ = ["OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"]

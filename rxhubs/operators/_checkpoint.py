@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import reactivex
 from reactivex import Observable, abc
@@ -16,9 +16,9 @@ from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
 from rxhubs._rx import from_coroutine, pipeline_scheduler
-from rxhubs.errors import ConfigurationError, StoreError
+from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
-from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
+from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StoreLike, as_checkpoint_store, is_fenced
 
 __all__ = ["checkpoint"]
 
@@ -80,6 +80,8 @@ class _Checkpointer:
         self.failed = False
         self.disposed = False
         self.writes = 0
+        self.refused = 0
+        self.fenced = is_fenced(store)
 
     # -- upstream ------------------------------------------------------------------------------------------
     def on_next(self, batch: EventBatch) -> None:
@@ -203,6 +205,9 @@ class _Checkpointer:
 
         def failed(error: Exception) -> None:
             state.in_flight = None
+            if isinstance(error, OwnershipLostError) and session is not None:
+                self._fenced(state, session, checkpoint, error)
+                return
             newer = state.pending is not None and state.pending.sequence_number > checkpoint.sequence_number
             if state.session is session and not newer:
                 state.pending = checkpoint  # keep the position: write it (or a newer one) on the retry
@@ -229,13 +234,35 @@ class _Checkpointer:
                 return
             self._fail(state, checkpoint, error)
 
+        period = session.period if session is not None and self.fenced else None
+        store = self.store
+
+        def call() -> Coroutine[Any, Any, None]:
+            if period is not None:
+                return cast(FencedCheckpointStore, store).update_checkpoint_fenced(checkpoint, period)
+            return store.update_checkpoint(checkpoint)
+
         try:
-            write = from_coroutine(
-                lambda: _telemetry.hooks.checkpoint(checkpoint, session, self.store.update_checkpoint(checkpoint))
-            )
+            write = from_coroutine(lambda: _telemetry.hooks.checkpoint(checkpoint, session, call()))
             write.subscribe(on_error=failed, on_completed=done, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)
+
+    def _fenced(
+        self, state: _Partition, session: OwnershipSession, checkpoint: Checkpoint, error: OwnershipLostError
+    ) -> None:
+        """The store refused the write: another consumer claimed the partition. Nothing is retried or written."""
+        self.refused += 1
+        log.warning(
+            "checkpoint of partition %s at sequence number %d refused: %s",
+            checkpoint.partition_id,
+            checkpoint.sequence_number,
+            error,
+        )
+        if state.session is session:
+            state.pending = None
+        session.lost("checkpoint", error)
+        self._settle(state)
 
     def _settle(self, state: _Partition) -> None:
         if state.idle:

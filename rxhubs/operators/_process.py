@@ -38,6 +38,12 @@ async def _run(fn: Callable[[EventBatch], Any], batch: EventBatch, blocking: boo
         await result
 
 
+async def _run_group(fn: Callable[[list[EventBatch]], Any], batches: list[EventBatch]) -> None:
+    result = fn(batches)
+    if inspect.isawaitable(result):
+        await result
+
+
 async def _run_poison(handler: PoisonHandler, batch: EventBatch, error: Exception) -> None:
     result = handler(batch, error)
     if inspect.isawaitable(result):
@@ -51,6 +57,7 @@ class _Entry:
     batch: EventBatch
     ack: Ack
     attempts: int = 0
+    solo: bool = False  # its group failed: it is tried on its own from now on
     running: bool = False
     done: bool = False
     task: abc.DisposableBase | None = None
@@ -78,7 +85,11 @@ class _Processor:
         retry: Backoff,
         on_poison: PoisonHandler | None,
         blocking: bool,
+        operation: str = "process",
+        group: Callable[[list[EventBatch]], Any] | None = None,
     ) -> None:
+        self.operation = operation
+        self.group = group
         self.observer = observer
         self.scheduler = scheduler
         self.fn = fn
@@ -122,6 +133,15 @@ class _Processor:
 
     # -- the work ------------------------------------------------------------------------------------------
     def _start(self, lane: _Lane) -> None:
+        if self.group is not None and lane.running == 0 and not (lane.failed or self.terminated):
+            waiting = []  # with a group function, what queued behind a busy lane goes in one attempt
+            for entry in lane.entries:
+                if entry.done or entry.running or entry.timer is not None or entry.attempts or entry.solo:
+                    break
+                waiting.append(entry)
+            if len(waiting) > 1:
+                self._attempt_group(lane, waiting)
+                return
         for entry in list(lane.entries):  # work that completes at once emits (and pops) while this runs
             if lane.running >= self.concurrency or lane.failed or self.terminated:
                 return
@@ -140,6 +160,34 @@ class _Processor:
             on_error=lambda error: self._failed(lane, entry, error),
             scheduler=self.scheduler,
         )
+
+    def _attempt_group(self, lane: _Lane, entries: list[_Entry]) -> None:
+        """One attempt at several batches (one slot); if it fails, each is tried again on its own."""
+        group = self.group
+        assert group is not None
+        for entry in entries:
+            entry.running = True
+        lane.running += 1
+        batches = [entry.batch for entry in entries]
+
+        def done() -> None:
+            lane.running -= 1
+            for entry in entries:
+                entry.running, entry.done = False, True
+            self._emit_ready(lane)
+            self._start(lane)
+
+        def failed(error: Exception) -> None:
+            lane.running -= 1
+            for entry in entries:
+                entry.running, entry.solo = False, True
+            if not (self.terminated or lane.failed):
+                log.info("partition %s: %s of %d batches failed (%r); each is tried on its own",
+                         batches[0].partition_id, self.operation, len(batches), error)
+                self._start(lane)
+
+        work = from_coroutine(lambda: _telemetry.hooks.process(batches[-1], 1, _run_group(group, batches)))
+        entries[0].task = work.subscribe(on_completed=done, on_error=failed, scheduler=self.scheduler)
 
     def _succeeded(self, lane: _Lane, entry: _Entry) -> None:
         if not entry.running:
@@ -160,15 +208,16 @@ class _Processor:
         if self.retry.should_retry(error, entry.attempts):
             delay = self.retry.delay(entry.attempts)
             log.warning(
-                "partition %s: processing batch %s failed (%r); retry %d in %.1f s",
+                "partition %s: %s of batch %s failed (%r); retry %d in %.1f s",
                 batch.partition_id,
+                self.operation,
                 _span(batch),
                 error,
                 entry.attempts,
                 delay,
             )
             if batch._session is not None:
-                batch._session.report("process", error)
+                batch._session.report(self.operation, error)
 
             def again(*_: Any) -> None:
                 entry.timer = None
@@ -214,8 +263,9 @@ class _Processor:
         """The batch cannot be processed: stop its partition (or, without balancing, the stream)."""
         batch = entry.batch
         log.error(
-            "partition %s: processing batch %s failed %d times (%r): stopping the partition",
+            "partition %s: %s of batch %s failed %d times (%r): stopping the partition",
             batch.partition_id,
+            self.operation,
             _span(batch),
             entry.attempts,
             error,
@@ -230,7 +280,7 @@ class _Processor:
         lane.entries.clear()
         session = batch._session
         if session is not None:
-            session.fail("process", error)
+            session.fail(self.operation, error)
             self._maybe_complete()
             return
         self._terminate()

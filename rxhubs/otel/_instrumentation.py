@@ -204,6 +204,12 @@ class OpenTelemetry(Telemetry):
         except Exception as exc:
             self._failed_inside("error", exc)
 
+    def stalled(self, context: PartitionContext, silent: float) -> None:
+        try:
+            self.metrics.stalled(context)
+        except Exception as exc:
+            self._failed_inside("stalled", exc)
+
 
 class _Processing:
     """The ``process`` span of one batch, current while the work runs; duration and counts on exit.

@@ -44,6 +44,11 @@ class Metrics:
             n.OWNERSHIP_CHANGES, unit="{change}", description="Partitions claimed, released or lost (rebalances)."
         )
         self.errors = meter.create_counter(n.ERRORS, unit="{error}", description="Errors, by operation.")
+        self.stalls = meter.create_counter(
+            n.RECEIVE_STALLS,
+            unit="{stall}",
+            description="Receive connections found silent past their idle timeout (dead paths), then reopened.",
+        )
         meter.create_observable_gauge(
             n.LAG,
             [self._observe_lag],
@@ -123,6 +128,9 @@ class Metrics:
 
     def error(self, context: PartitionContext, operation: str, error: BaseException) -> None:
         self.errors.add(1, {**self.attributes(context, operation), n.ERROR_TYPE: type(error).__qualname__})
+
+    def stalled(self, context: PartitionContext) -> None:
+        self.stalls.add(1, self.attributes(context, "receive"))
 
     # -- observed ----------------------------------------------------------------------------------------------
     def _observe_lag(self, _: CallbackOptions) -> Iterable[Observation]:

@@ -21,6 +21,7 @@ __all__ = [
     "OWNED_PARTITIONS",
     "OWNERSHIP_CHANGES",
     "PROCESS_DURATION",
+    "RECEIVE_STALLS",
     "base_attributes",
 ]
 
@@ -58,6 +59,7 @@ CHECKPOINT_AGE: Final = "rxhubs.checkpoint.age"
 OWNED_PARTITIONS: Final = "rxhubs.partitions.owned"
 OWNERSHIP_CHANGES: Final = "rxhubs.ownership.changes"
 ERRORS: Final = "rxhubs.errors"
+RECEIVE_STALLS: Final = "rxhubs.receive.stalls"
 
 #: The semantic conventions' advice for ``messaging.process.duration`` (seconds).
 DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)

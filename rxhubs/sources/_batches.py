@@ -30,6 +30,7 @@ from rxhubs._shutdown import current_shutdown
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources._settings import DEFAULT_READ, ReadSettings
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, Hub, PartitionReceiver
+from rxhubs.transport._liveness import already_warned
 
 __all__ = ["partition_batches"]
 
@@ -354,8 +355,10 @@ class _Pump:
             delay = self.retry.delay(self.attempt)
             if self.on_retry is not None:
                 self.on_retry(error)
-            log.warning(
-                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position()
+            # a stall was already said out loud (rxhubs.liveness, WARNING) where it was detected: once is enough
+            log.log(
+                logging.INFO if already_warned(error) else logging.WARNING,
+                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position(),
             )
             self.schedule_step(delay)
             return

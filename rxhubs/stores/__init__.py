@@ -1,6 +1,7 @@
 """Checkpoint stores: ownership and checkpoints for consumer groups, behind one contract.
 
-Every store keeps the contract of :class:`CheckpointStore` (see ``docs/stores.md``):
+Every store keeps the contract of :class:`CheckpointStore` (see ``docs/stores.md``); the first three are also
+fenced (:class:`FencedCheckpointStore`: a former owner's checkpoint writes fail):
 
 * :class:`InMemoryCheckpointStore`: tests and single-process use; runs in virtual time; fault injection.
 * :class:`SqliteCheckpointStore`: the durable embedded default; local processes balance through one file.
@@ -24,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from rxhubs.errors import ConfigurationError
-from rxhubs.stores._contract import CheckpointStore, SdkStyleCheckpointStore, StoreLike
+from rxhubs.stores._contract import (
+    CheckpointStore,
+    FencedCheckpointStore,
+    SdkStyleCheckpointStore,
+    StoreLike,
+    is_fenced,
+)
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.stores._sdk import SdkCheckpointStore, as_checkpoint_store
 from rxhubs.stores._sqlite import SqliteCheckpointStore
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BlobCheckpointStore",
     "CheckpointStore",
+    "FencedCheckpointStore",
     "InMemoryCheckpointStore",
     "SdkCheckpointStore",
     "SdkStyleCheckpointStore",
@@ -42,6 +50,7 @@ __all__ = [
     "StoreLike",
     "as_checkpoint_store",
     "from_url",
+    "is_fenced",
 ]
 
 #: The environment variable :func:`from_url` reads the storage connection string from for ``blob://``.

@@ -32,8 +32,9 @@ from rxhubs.stores._blob_client import (
     _wants_environment_proxies,
     storage_error,
 )
+from rxhubs.stores._blob_fence import _FencedBlobWrites
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
-from rxhubs.stores._contract import CheckpointStore
+from rxhubs.stores._contract import FencedCheckpointStore
 
 __all__ = ["BlobCheckpointStore"]
 
@@ -43,7 +44,7 @@ def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_gro
     return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/{kind}/".lower()
 
 
-class BlobCheckpointStore(CheckpointStore):
+class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
     """Ownership and checkpoints as empty blobs with metadata: the layout of ``azure-eventhub-checkpointstoreblob``.
 
     A consumer group moves between rxhubs and the official ``EventProcessor`` (Python, and the other SDKs that
@@ -58,6 +59,10 @@ class BlobCheckpointStore(CheckpointStore):
       loses (409/412/404) is left out of the result. Claims of several partitions are sent concurrently;
     * a checkpoint sets the blob's metadata and uploads the blob when it does not exist yet (never re-uploads,
       which is slow with soft delete on); :meth:`update_checkpoints` writes several concurrently;
+    * fenced (:class:`~rxhubs.stores.FencedCheckpointStore`): ``fence`` stamps the checkpoint blob with the new
+      owner's period (an extra metadata key, ``rxhubsfence``; the official store ignores it) and every fenced
+      write is conditional on the blob's etag, so a former owner's write fails once the new owner fenced
+      (``rxhubs.stores._blob_fence`` explains the scheme and its one window: a partition without checkpoint);
     * each listing is one request (``list_blobs`` with metadata) per 5,000 partitions;
     * etags come back without quotes; ``last_modified_time`` is the service's (one-second resolution);
     * malformed blobs (no ``ownerid``, a non-numeric ``offset`` or ``sequencenumber``, a foreign blob under the
@@ -206,6 +211,7 @@ class BlobCheckpointStore(CheckpointStore):
         self._container_ready = False
         self._container_lock = asyncio.Lock()
         self._blobs: dict[str, _Blob] = {}
+        self._fences: dict[str, tuple[str, str]] = {}
         self._url = client.url.split("?", 1)[0]
 
     @property

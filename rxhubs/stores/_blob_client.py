@@ -32,7 +32,7 @@ _SECRET_KEYS = {"accountkey", "sharedaccesssignature", "sig"}
 
 
 class _ThreadedBlob:
-    """The two calls the store makes on a blob, over a sync ``BlobClient``, each in a worker thread."""
+    """The calls the store makes on a blob, over a sync ``BlobClient``, each in a worker thread."""
 
     def __init__(self, blob: SyncBlobClient) -> None:
         self._blob = blob
@@ -42,6 +42,9 @@ class _ThreadedBlob:
 
     async def set_blob_metadata(self, metadata: dict[str, str], **kwargs: Any) -> dict[str, Any]:
         return await _in_thread(self._blob.set_blob_metadata, metadata, **kwargs)
+
+    async def get_blob_properties(self, **kwargs: Any) -> Any:
+        return await _in_thread(self._blob.get_blob_properties, **kwargs)
 
 
 class _ThreadedContainer:

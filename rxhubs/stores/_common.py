@@ -8,8 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rxhubs._models import Checkpoint, Ownership
+from rxhubs.errors import OwnershipLostError
 
 __all__ = [
+    "FENCED_VERBS",
     "VERBS",
     "Key",
     "key_of",
@@ -26,6 +28,9 @@ logger = logging.getLogger("rxhubs.stores")
 #: The four verbs of the contract.
 VERBS = ("list_ownership", "claim_ownership", "update_checkpoint", "list_checkpoints")
 
+#: The optional verbs of a fenced store (``FencedCheckpointStore``).
+FENCED_VERBS = ("fence", "update_checkpoint_fenced")
+
 Key = tuple[str, str, str]
 
 
@@ -36,6 +41,14 @@ def key_of(fully_qualified_namespace: str, eventhub_name: str, consumer_group: s
 
 def record_key(record: Ownership | Checkpoint) -> Key:
     return key_of(record.fully_qualified_namespace, record.eventhub_name, record.consumer_group)
+
+
+def lost(ownership: Ownership, why: str) -> OwnershipLostError:
+    """The error a fenced store raises when ``ownership``'s period is over."""
+    return OwnershipLostError(
+        f"partition {ownership.partition_id!r} is not {ownership.owner_id!r}'s any more ({why}): "
+        "the checkpoint was not written"
+    )
 
 
 def normalize_etag(etag: object) -> str | None:

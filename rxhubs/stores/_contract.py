@@ -11,7 +11,30 @@ A store keeps two kinds of records per (fully_qualified_namespace, eventhub_name
   record stays (so the next claim of it needs its etag). Records are never deleted.
 * :class:`~rxhubs.Checkpoint` records, one per partition: the last event processed. ``update_checkpoint``
   overwrites unconditionally (the checkpoint operator guarantees it never regresses and never writes for
-  a partition it no longer owns).
+  a partition it believes it no longer owns).
+
+**Fencing** (optional: :class:`FencedCheckpointStore`). A consumer paused past its ownership expiry
+(SIGSTOP, a long GC pause, a frozen VM) still believes it owns its partitions when it resumes; its late
+``update_checkpoint`` would move the new owner's checkpoint back. A fenced store refuses those writes.
+
+* A **period of ownership** is named by ``(owner_id, etag)`` of one version of the ownership record: the
+  version won by the claim that gave the partition to its owner, or a later one passed to ``fence``.
+  Renewals by the same owner keep the period (they change the record's etag, not the period). A claim that
+  changes the owner id (a takeover, a steal, a claim of a released record) begins a new period; so does
+  ``fence``, which also covers an owner re-claiming its own expired record.
+* ``fence(ownership)``: the new owner calls it right after its claim won, before it reads where to start.
+  ``ownership`` must be the stored record's current version (else :class:`~rxhubs.errors.OwnershipLostError`).
+  It begins the period named by ``ownership`` and returns the partition's checkpoint (None when there is
+  none): from then on every fenced write of an earlier period fails.
+* ``update_checkpoint_fenced(checkpoint, ownership)``, with ``ownership`` the record passed to ``fence`` (or
+  won by the claim): writes only while that period is the partition's current one; otherwise it raises
+  :class:`~rxhubs.errors.OwnershipLostError` (not retriable) and leaves the checkpoint as it was.
+
+The in-memory and SQLite stores check and write in one transaction. The blob store has no transaction across
+two blobs: it fences on the checkpoint blob's etag (see :class:`~rxhubs.stores.BlobCheckpointStore` and
+``docs/stores.md`` for the one window left: a partition that has no checkpoint yet). Stores without the two
+verbs (yours, and stores written for the SDK's interface) keep working unfenced: rxhubs then writes with
+``update_checkpoint``, as before.
 
 Etags are opaque strings, compared after stripping quotes; every write of a record gives it a new etag.
 Keys (namespace, hub, consumer group, partition id) are compared case-insensitively, because the official
@@ -42,7 +65,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from rxhubs._models import Checkpoint, Ownership
 
-__all__ = ["CheckpointStore", "SdkStyleCheckpointStore", "StoreLike"]
+__all__ = ["CheckpointStore", "FencedCheckpointStore", "SdkStyleCheckpointStore", "StoreLike", "is_fenced"]
 
 
 @runtime_checkable
@@ -78,6 +101,63 @@ class CheckpointStore(Protocol):
     ) -> list[Checkpoint]:
         """Every checkpoint of the consumer group."""
         ...
+
+
+@runtime_checkable
+class FencedCheckpointStore(CheckpointStore, Protocol):
+    """A :class:`CheckpointStore` that also refuses the checkpoint writes of former owners (fencing).
+
+    The in-memory, SQLite and blob stores are fenced; rxhubs uses the two verbs whenever a store has both
+    (:func:`is_fenced`). See the module docstring for the rules, and ``docs/stores.md`` per store.
+
+    Example:
+        >>> import asyncio
+        >>> from rxhubs import Checkpoint, Ownership
+        >>> from rxhubs.errors import OwnershipLostError
+        >>> from rxhubs.stores import InMemoryCheckpointStore
+        >>> async def zombie():
+        ...     store = InMemoryCheckpointStore()
+        ...     [a] = await store.claim_ownership([Ownership("ns", "hub", "$Default", "0", "a")])
+        ...     await store.fence(a)
+        ...     await store.update_checkpoint_fenced(Checkpoint("ns", "hub", "$Default", "0", "90", 9), a)
+        ...     [b] = await store.claim_ownership([Ownership("ns", "hub", "$Default", "0", "b", etag=a.etag)])
+        ...     start = await store.fence(b)  # b takes over, and reads where to start
+        ...     try:
+        ...         await store.update_checkpoint_fenced(Checkpoint("ns", "hub", "$Default", "0", "50", 5), a)
+        ...     except OwnershipLostError:
+        ...         pass
+        ...     return start.sequence_number, (await store.list_checkpoints("ns", "hub", "$Default"))[0].sequence_number
+        >>> asyncio.run(zombie())
+        (9, 9)
+    """
+
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        """Begin the period named by ``ownership`` (the current version of its record); its checkpoint, or None.
+
+        Raises:
+            OwnershipLostError: The record is not at that version any more (someone else claimed it).
+        """
+        ...
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        """Store the checkpoint only while ``ownership``'s period is the partition's current one.
+
+        Raises:
+            OwnershipLostError: Another period began (another owner claimed the partition, or fenced it);
+                the stored checkpoint is unchanged.
+        """
+        ...
+
+
+def is_fenced(store: object) -> bool:
+    """Whether ``store`` has the fencing verbs (``fence`` and ``update_checkpoint_fenced``).
+
+    Example:
+        >>> from rxhubs.stores import InMemoryCheckpointStore
+        >>> is_fenced(InMemoryCheckpointStore()), is_fenced(object())
+        (True, False)
+    """
+    return callable(getattr(store, "fence", None)) and callable(getattr(store, "update_checkpoint_fenced", None))
 
 
 class SdkStyleCheckpointStore(Protocol):

@@ -13,13 +13,13 @@ from reactivex import Observable
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import from_coroutine, now
 from rxhubs.errors import ConfigurationError, StoreError
-from rxhubs.stores._common import VERBS, Key, key_of, normalize_etag, record_key
-from rxhubs.stores._contract import CheckpointStore
+from rxhubs.stores._common import FENCED_VERBS, VERBS, Key, key_of, lost, normalize_etag, record_key
+from rxhubs.stores._contract import FencedCheckpointStore
 
 __all__ = ["InMemoryCheckpointStore"]
 
 
-class InMemoryCheckpointStore(CheckpointStore):
+class InMemoryCheckpointStore(FencedCheckpointStore):
     """Ownership and checkpoints in a dict: the contract of every store, with no I/O.
 
     Its verbs never suspend, so a pipeline using it also runs in virtual time under
@@ -29,6 +29,10 @@ class InMemoryCheckpointStore(CheckpointStore):
 
     Etags are versions: a counter shared by the whole store, rendered as a string, so no two writes ever
     produce the same etag.
+
+    It is fenced (:class:`~rxhubs.stores.FencedCheckpointStore`): each ownership record keeps the etag that
+    names its period of ownership, and a fenced write checks it and writes under one lock. A fenced write
+    counts as an ``update_checkpoint`` call (and fails with the faults injected for that verb).
 
     **Fault injection** (for tests of what happens when the store is down):
 
@@ -59,6 +63,7 @@ class InMemoryCheckpointStore(CheckpointStore):
         self._versions = itertools.count(1)
         self._ownership: dict[Key, dict[str, Ownership]] = {}
         self._checkpoints: dict[Key, dict[str, Checkpoint]] = {}
+        self._periods: dict[Key, dict[str, str]] = {}
         self._failures: list[tuple[str | None, int | None, BaseException | None]] = []
 
     # -- fault injection -------------------------------------------------------------------------------
@@ -67,7 +72,8 @@ class InMemoryCheckpointStore(CheckpointStore):
         """Make the next ``times`` calls of ``verb`` fail (every verb when None; ``times=None``: until healed).
 
         Args:
-            verb: One of ``list_ownership``, ``claim_ownership``, ``update_checkpoint``, ``list_checkpoints``.
+            verb: One of ``list_ownership``, ``claim_ownership``, ``update_checkpoint`` (fenced writes too),
+                ``list_checkpoints``, ``fence``.
             times: How many calls fail, or None for all of them until :meth:`heal`.
             error: The exception raised; default a retriable :class:`~rxhubs.errors.StoreError`.
 
@@ -86,8 +92,8 @@ class InMemoryCheckpointStore(CheckpointStore):
             >>> asyncio.run(store.list_checkpoints("ns", "hub", "$Default"))
             []
         """
-        if verb is not None and verb not in VERBS:
-            raise ConfigurationError(f"unknown store verb {verb!r}; expected one of {', '.join(VERBS)}")
+        if verb is not None and verb not in VERBS + FENCED_VERBS[:1]:
+            raise ConfigurationError(f"unknown store verb {verb!r}; expected one of {', '.join(VERBS)}, fence")
         if times is not None and times < 1:
             raise ConfigurationError(f"times must be >= 1 or None, got {times!r}")
         with self._lock:
@@ -163,12 +169,50 @@ class InMemoryCheckpointStore(CheckpointStore):
                     continue
                 stored = replace(claim, etag=str(next(self._versions)), last_modified_time=now)
                 table[claim.partition_id.lower()] = stored
+                periods = self._periods.setdefault(record_key(claim), {})
+                if current is None or current.owner_id != claim.owner_id or not claim.owner_id:
+                    periods[claim.partition_id.lower()] = str(stored.etag)  # a new owner: a new period
                 won.append(stored)
         return won
 
     def _update_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
             self._enter("update_checkpoint")
+            self._checkpoints.setdefault(record_key(checkpoint), {})[checkpoint.partition_id.lower()] = checkpoint
+
+    def _fence(self, ownership: Ownership) -> Checkpoint | None:
+        with self._lock:
+            self._enter("fence")
+            key, pid, etag = record_key(ownership), ownership.partition_id.lower(), normalize_etag(ownership.etag)
+            current = self._ownership.get(key, {}).get(pid)
+            if (
+                current is None
+                or current.owner_id != ownership.owner_id
+                or current.etag != etag
+                or not current.owner_id
+            ):
+                raise lost(ownership, "the record changed before the fence")
+            self._periods.setdefault(key, {})[pid] = str(etag)
+            checkpoint = self._checkpoints.get(key, {}).get(pid)
+        if checkpoint is None:
+            return None
+        return replace(
+            checkpoint,
+            fully_qualified_namespace=ownership.fully_qualified_namespace,
+            eventhub_name=ownership.eventhub_name,
+            consumer_group=ownership.consumer_group,
+        )
+
+    def _update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        with self._lock:
+            self._enter("update_checkpoint")
+            etag = normalize_etag(ownership.etag)
+            key, pid = record_key(ownership), ownership.partition_id.lower()
+            current = self._ownership.get(key, {}).get(pid)
+            if current is None or current.owner_id != ownership.owner_id or not ownership.owner_id:
+                raise lost(ownership, f"owned by {current.owner_id if current else None!r}")
+            if etag is None or self._periods.get(key, {}).get(pid) != etag:
+                raise lost(ownership, "another period of ownership began")
             self._checkpoints.setdefault(record_key(checkpoint), {})[checkpoint.partition_id.lower()] = checkpoint
 
     def _list_checkpoints(
@@ -214,6 +258,14 @@ class InMemoryCheckpointStore(CheckpointStore):
     ) -> list[Checkpoint]:
         """Every checkpoint of the consumer group."""
         return self._list_checkpoints(fully_qualified_namespace, eventhub_name, consumer_group)
+
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        """Begin the period named by ``ownership`` (its record's current version); the partition's checkpoint."""
+        return self._fence(ownership)
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        """Store the checkpoint if ``ownership``'s period is still current (else ``OwnershipLostError``)."""
+        self._update_checkpoint_fenced(checkpoint, ownership)
 
     # -- the same verbs as one-shot Observables, for tests and scripts ----------------------------------
 
@@ -282,4 +334,3 @@ class InMemoryCheckpointStore(CheckpointStore):
             owned = sum(len(t) for t in self._ownership.values())
             checkpoints = sum(len(t) for t in self._checkpoints.values())
         return f"InMemoryCheckpointStore(ownership={owned}, checkpoints={checkpoints}, available={self.available})"
-

@@ -20,12 +20,13 @@ from rxhubs.stores._common import (
     describe,
     key_of,
     logger,
+    lost,
     normalize_etag,
     parse_offset,
     parse_sequence_number,
     record_key,
 )
-from rxhubs.stores._contract import CheckpointStore
+from rxhubs.stores._contract import FencedCheckpointStore
 
 __all__ = ["SqliteCheckpointStore"]
 
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS rxhubs_ownership (
     owner_id TEXT,
     last_modified_time REAL,
     etag TEXT NOT NULL,
+    period TEXT,
     PRIMARY KEY (fully_qualified_namespace, eventhub_name, consumer_group, partition_id)
 );
 CREATE TABLE IF NOT EXISTS rxhubs_checkpoint (
@@ -61,7 +63,7 @@ CREATE TABLE IF NOT EXISTS rxhubs_checkpoint (
 _KEY_WHERE = "fully_qualified_namespace = ? AND eventhub_name = ? AND consumer_group = ?"
 
 
-class SqliteCheckpointStore(CheckpointStore):
+class SqliteCheckpointStore(FencedCheckpointStore):
     """Ownership and checkpoints in one SQLite file: durable, embedded, shareable between local processes.
 
     Several processes on one machine may open the same file and balance partitions through it: every claim
@@ -71,6 +73,11 @@ class SqliteCheckpointStore(CheckpointStore):
     never repeat. A process killed mid-write leaves the file consistent: SQLite rolls the unfinished
     transaction back when the file is next opened. Committed writes survive a process crash
     (``synchronous=NORMAL`` in WAL mode; a power loss may drop the last commits, never corrupt the file).
+
+    It is fenced (:class:`~rxhubs.stores.FencedCheckpointStore`): each ownership row keeps the etag that names
+    its period of ownership (a column added to older files when they are opened), and a fenced write checks it
+    and writes in one ``BEGIN IMMEDIATE`` transaction, so a former owner's write can never land after a
+    takeover. Claims are stamped with this machine's clock, the one every process sharing the file reads.
 
     Calls run on one worker thread per store (SQLite connections are not shared between threads), so the
     event loop never blocks on disk or on another process's lock. Do not put the file on a network share:
@@ -151,7 +158,11 @@ class SqliteCheckpointStore(CheckpointStore):
                         connection.execute("PRAGMA journal_mode = WAL")
                     connection.execute("PRAGMA synchronous = NORMAL")
                     try:
-                        connection.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+                        connection.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
+                        columns = {row[1] for row in connection.execute("PRAGMA table_info(rxhubs_ownership)")}
+                        if "period" not in columns:  # a file written before fencing (schema 1)
+                            connection.execute("ALTER TABLE rxhubs_ownership ADD COLUMN period TEXT")
+                        connection.execute("COMMIT")
                     except BaseException:
                         if connection.in_transaction:
                             connection.execute("ROLLBACK")
@@ -183,7 +194,8 @@ class SqliteCheckpointStore(CheckpointStore):
             for claim in claims:
                 key = (*record_key(claim), claim.partition_id.lower())
                 row = connection.execute(
-                    f"SELECT etag FROM rxhubs_ownership WHERE {_KEY_WHERE} AND partition_id = ?", key
+                    f"SELECT etag, owner_id, period FROM rxhubs_ownership WHERE {_KEY_WHERE} AND partition_id = ?",
+                    key,
                 ).fetchone()
                 expected = normalize_etag(claim.etag)
                 if row is None:
@@ -192,10 +204,13 @@ class SqliteCheckpointStore(CheckpointStore):
                 elif expected is None or str(row[0]) != expected:
                     continue
                 counter += 1
+                # the same owner renewing keeps its period of ownership; any other claim begins a new one
+                same = row is not None and claim.owner_id != "" and row[1] == claim.owner_id
                 connection.execute(
                     "INSERT OR REPLACE INTO rxhubs_ownership (fully_qualified_namespace, eventhub_name, "
-                    "consumer_group, partition_id, owner_id, last_modified_time, etag) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*key, claim.owner_id, now, str(counter)),
+                    "consumer_group, partition_id, owner_id, last_modified_time, etag, period) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*key, claim.owner_id, now, str(counter), row[2] if same and row is not None else str(counter)),
                 )
                 won.append(replace(claim, etag=str(counter), last_modified_time=now))
             connection.execute("UPDATE rxhubs_meta SET value = ? WHERE name = 'etag_counter'", (counter,))
@@ -203,11 +218,35 @@ class SqliteCheckpointStore(CheckpointStore):
 
     def _update_checkpoints_sync(self, connection: sqlite3.Connection, checkpoints: list[Checkpoint]) -> None:
         with _transaction(connection, immediate=True):
-            connection.executemany(
-                "INSERT OR REPLACE INTO rxhubs_checkpoint (fully_qualified_namespace, eventhub_name, "
-                'consumer_group, partition_id, "offset", sequence_number) VALUES (?, ?, ?, ?, ?, ?)',
-                [(*record_key(c), c.partition_id.lower(), c.offset, int(c.sequence_number)) for c in checkpoints],
-            )
+            _write_checkpoints(connection, checkpoints)
+
+    def _fence_sync(self, connection: sqlite3.Connection, ownership: Ownership) -> Any:
+        key = (*record_key(ownership), ownership.partition_id.lower())
+        etag = normalize_etag(ownership.etag)
+        with _transaction(connection, immediate=True):
+            changed = connection.execute(
+                f"UPDATE rxhubs_ownership SET period = etag WHERE {_KEY_WHERE} AND partition_id = ? "
+                "AND owner_id = ? AND etag = ?",
+                (*key, ownership.owner_id, etag),
+            ).rowcount
+            if changed != 1 or not ownership.owner_id:
+                raise lost(ownership, "the record changed before the fence")
+            return connection.execute(
+                f'SELECT "offset", sequence_number FROM rxhubs_checkpoint WHERE {_KEY_WHERE} AND partition_id = ?',
+                key,
+            ).fetchone()
+
+    def _update_fenced_sync(self, connection: sqlite3.Connection, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        key = (*record_key(ownership), ownership.partition_id.lower())
+        with _transaction(connection, immediate=True):
+            row = connection.execute(
+                f"SELECT owner_id, period FROM rxhubs_ownership WHERE {_KEY_WHERE} AND partition_id = ?", key
+            ).fetchone()
+            if row is None or row[0] != ownership.owner_id or not ownership.owner_id:
+                raise lost(ownership, f"owned by {row[0] if row else None!r}")
+            if row[1] is None or row[1] != normalize_etag(ownership.etag):
+                raise lost(ownership, "another period of ownership began")
+            _write_checkpoints(connection, [checkpoint])
 
     def _list_checkpoints_sync(self, connection: sqlite3.Connection, key: tuple[str, str, str]) -> list[Any]:
         return connection.execute(
@@ -281,6 +320,29 @@ class SqliteCheckpointStore(CheckpointStore):
         if batch:
             await self._run("update_checkpoint", lambda c: self._update_checkpoints_sync(c, batch))
 
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        """Begin the period named by ``ownership`` (its row's current version); the partition's checkpoint."""
+        row = await self._run("fence", lambda c: self._fence_sync(c, ownership))
+        if row is None:
+            return None
+        number = parse_sequence_number(row[1])
+        valid, offset = parse_offset(row[0])
+        if number is None or not valid:
+            logger.warning(
+                "SQLite store %r: ignoring a malformed checkpoint row of partition %r at the fence",
+                self._path,
+                ownership.partition_id,
+            )
+            return None
+        o = ownership
+        return Checkpoint(
+            o.fully_qualified_namespace, o.eventhub_name, o.consumer_group, o.partition_id, offset, number
+        )
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        """Store the checkpoint if ``ownership``'s period is current, in one transaction (else OwnershipLostError)."""
+        await self._run("update_checkpoint", lambda c: self._update_fenced_sync(c, checkpoint, ownership))
+
     async def list_checkpoints(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
     ) -> list[Checkpoint]:
@@ -348,6 +410,14 @@ class _transaction:  # noqa: N801 - used like a function: `with _transaction(con
             self._connection.execute("COMMIT")
         elif self._connection.in_transaction:
             self._connection.execute("ROLLBACK")
+
+
+def _write_checkpoints(connection: sqlite3.Connection, checkpoints: list[Checkpoint]) -> None:
+    connection.executemany(
+        "INSERT OR REPLACE INTO rxhubs_checkpoint (fully_qualified_namespace, eventhub_name, "
+        'consumer_group, partition_id, "offset", sequence_number) VALUES (?, ?, ?, ?, ?, ?)',
+        [(*record_key(c), c.partition_id.lower(), c.offset, int(c.sequence_number)) for c in checkpoints],
+    )
 
 
 def _validate_path(path: str | os.PathLike[str]) -> str:

@@ -14,15 +14,18 @@ Example:
 from __future__ import annotations
 
 from rxhubs._rx import Signal, never, now, sleep
+from rxhubs.testing._fault_proxy import FaultProxy, ProxyStats
 from rxhubs.testing._marbles import MarbleSink, MarbleTest, Peer, marble_test, symbols, to_symbols
 from rxhubs.testing._memory_hub import InMemoryEventHub, InMemoryReceiver
 
 __all__ = [
+    "FaultProxy",
     "InMemoryEventHub",
     "InMemoryReceiver",
     "MarbleSink",
     "MarbleTest",
     "Peer",
+    "ProxyStats",
     "Signal",
     "marble_test",
     "never",

@@ -40,6 +40,7 @@ from rxhubs.transport._base import (
     ReceiverBase,
     check_receiver_args,
 )
+from rxhubs.transport._publisher import OutgoingEvent, check_routing
 
 __all__ = ["InMemoryEventHub", "InMemoryReceiver"]
 
@@ -157,7 +158,6 @@ class InMemoryEventHub:
         self.clock: Callable[[], dt.datetime] = clock or _utcnow
         self.created_at = self.clock()
 
-    # -- identity ------------------------------------------------------------------------------------------
     @property
     def fully_qualified_namespace(self) -> str:
         return self._namespace
@@ -190,16 +190,46 @@ class InMemoryEventHub:
         """Append events and return them as stored (with sequence numbers, offsets and times).
 
         Without ``partition_id`` or ``partition_key`` the events of one call go to one partition, chosen
-        round robin (like a batch sent to the hub); a key always maps to the same partition.
-
-        Raises:
-            ConfigurationError: Both ``partition_id`` and ``partition_key``, or a body that is not bytes/str.
-            NotFoundError: An unknown partition.
+        round robin (like a batch sent to the hub); a key always maps to the same partition. Raises
+        ``ConfigurationError`` (both routings, a body that is not bytes/str) or ``NotFoundError``.
         """
-        if partition_id is not None and partition_key is not None:
-            raise ConfigurationError("give partition_id or partition_key, not both")
         if isinstance(bodies, bytes | str):
             bodies = [bodies]
+        props = dict(properties or {})
+        items: list[tuple[bytes, Mapping[str, Any]]] = []
+        for body in bodies:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            elif not isinstance(body, bytes):
+                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+            items.append((body, props))
+        return self._append(items, partition_id, partition_key)
+
+    async def publish(
+        self,
+        events: Sequence[OutgoingEvent],
+        *,
+        partition_id: str | None = None,
+        partition_key: str | None = None,
+    ) -> None:
+        """Append events, each with its own properties (the :class:`~rxhubs.operators.Publisher` method).
+
+        All go to one partition: ``partition_id``, the one ``partition_key`` maps to, or the next round robin.
+        Raises ``ConfigurationError`` (bad routing, a body that is not bytes) or ``NotFoundError``.
+        """
+        check_routing(partition_id, partition_key)
+        items = []
+        for event in events:
+            if not isinstance(event.body, bytes):
+                raise ConfigurationError(f"event bodies must be bytes, got {type(event.body).__name__}")
+            items.append((event.body, dict(event.properties)))
+        self._append(items, partition_id, partition_key)
+
+    def _append(
+        self, items: Sequence[tuple[bytes, Mapping[str, Any]]], partition_id: str | None, partition_key: str | None
+    ) -> list[Event]:
+        if partition_id is not None and partition_key is not None:
+            raise ConfigurationError("give partition_id or partition_key, not both")
         if partition_id is not None:
             partition = self._partition(partition_id)
         elif partition_key is not None:
@@ -207,13 +237,8 @@ class InMemoryEventHub:
         else:
             partition = self._partitions[next(self._round_robin)]
         now = self.clock()
-        props = dict(properties or {})
         stored: list[Event] = []
-        for body in bodies:
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            elif not isinstance(body, bytes):
-                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+        for body, props in items:
             seq = partition.events[-1].sequence_number + 1 if partition.events else 0
             event = Event(
                 body=body,
@@ -232,6 +257,32 @@ class InMemoryEventHub:
     def events(self, partition_id: str) -> tuple[Event, ...]:
         """Everything stored in a partition, in order."""
         return tuple(self._partition(partition_id).events)
+
+    def add_partitions(self, partition_count: int) -> tuple[str, ...]:
+        """Grow the hub to ``partition_count`` partitions, as the service's premium tier can; returns the ids.
+
+        New partitions are empty and readable at once; ``get_partition_ids`` lists them, and sends without a
+        partition id spread over every partition from now on (partition keys may map elsewhere, as in the
+        service). Receivers of the old partitions are not disturbed.
+
+        Raises:
+            ConfigurationError: Fewer partitions than now (a hub never shrinks), or not an int.
+
+        Example:
+            >>> hub = InMemoryEventHub(partition_count=2)
+            >>> hub.add_partitions(4)
+            ('0', '1', '2', '3')
+        """
+        count = partition_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < len(self._ids):
+            raise ConfigurationError(
+                f"partition_count must be an int >= {len(self._ids)} (partitions are never removed), got {count!r}"
+            )
+        for i in range(len(self._ids), count):
+            self._partitions[str(i)] = _Partition(str(i))
+        self._ids = tuple(self._partitions)
+        self._round_robin = itertools.cycle(self._ids)
+        return self._ids
 
     def inject_error(self, partition_id: str, error: BaseException) -> None:
         """Make the next pull of any receiver of this partition raise ``error`` (once per call)."""

@@ -60,6 +60,8 @@ class SdkClients:
     emulator: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    #: The idle timeout a consumer's connection advertises (half of rxhubs' ``idle_timeout``), None: none.
+    advertised_idle_timeout: float | None = None
 
     def __repr__(self) -> str:
         return f"SdkClients({self.namespace!r}, {self.eventhub_name!r})"
@@ -74,8 +76,15 @@ class SdkClients:
         return kwargs
 
     def consumer(self, consumer_group: str) -> EventHubConsumerClient:
-        """A new consumer client (one AMQP connection) that never re-attaches by itself."""
-        kwargs = self.kwargs({"load_balancing_interval": _NEVER_REBALANCE})
+        """A new consumer client (one AMQP connection) that never re-attaches by itself.
+
+        Its connection asks the service for heartbeats (the advertised idle timeout): rxhubs' watchdog needs
+        them to tell a quiet partition from a dead path. A producer does not: it is not read between calls.
+        """
+        overrides: dict[str, Any] = {"load_balancing_interval": _NEVER_REBALANCE}
+        if self.advertised_idle_timeout is not None:
+            overrides["idle_timeout"] = self.advertised_idle_timeout
+        kwargs = self.kwargs(overrides)
         try:
             if self.conn is not None:
                 return EventHubConsumerClient.from_connection_string(

@@ -26,6 +26,7 @@ from typing import Any
 from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
+from rxhubs.transport._liveness import LinkWatch
 
 __all__ = ["DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "sdk_version_supported"]
 
@@ -46,8 +47,11 @@ _CLIENT_PARTS = ("_create_auth_async", "_auth_uri", "_conn_manager_async", "_add
 _OPEN_POLL = 0.002
 
 
-async def _open(consumer: Any) -> None:
-    """The SDK consumer's ``_open``, without its 50 ms pause after each step of the handshake."""
+async def _open(consumer: Any, watch: LinkWatch | None = None) -> None:
+    """The SDK consumer's ``_open``, without its 50 ms pause after each step of the handshake.
+
+    ``watch.handler`` is set as soon as the SDK's receive client exists: a watchdog sees the handshake too.
+    """
     client = consumer._client
     if not all(hasattr(client, name) for name in _CLIENT_PARTS):
         await consumer._open()
@@ -56,6 +60,8 @@ async def _open(consumer: Any) -> None:
     consumer._create_handler(auth)
     connection = await client._conn_manager_async.get_connection(endpoint=client._address.hostname, auth=auth)
     handler = consumer._handler
+    if watch is not None:
+        watch.handler = handler
     await handler.open_async(connection=connection)
     while True:  # each step reads the socket until the service's reply (or the socket timeout)
         if await handler.client_ready_async():
@@ -131,6 +137,8 @@ async def receive_direct(
     room: Callable[[], Awaitable[None]],
     deliver: Callable[[list[Any]], None],
     opened: Callable[[Any], None] = lambda handler: None,
+    watch: LinkWatch | None = None,
+    open_timeout: float | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -138,7 +146,12 @@ async def receive_direct(
     ``room()`` returns when the receiver can take more (it waits while the receiver's buffer is full: the
     link then stops being read, its credit runs out and the service stops sending). Errors come out as the
     SDK's own exception types (the consumer maps them, as in its public loop), for the caller to translate.
+
+    ``watch`` (for a :class:`~rxhubs.transport._liveness.Watchdog`) gets the SDK's receive client as soon as
+    it exists, and ``watch.reading`` is False while the loop waits for room. Opening the link (connection,
+    authentication, attach) taking more than ``open_timeout`` seconds raises a retriable ``TransportError``.
     """
+    link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
         consumer_group, partition_id, position, _no_callback,
         prefetch=prefetch, owner_level=owner_level,
@@ -173,19 +186,28 @@ async def receive_direct(
     drainer: asyncio.Task[None] | None = None
     try:
         try:
-            await _open(consumer)
+            try:
+                async with asyncio.timeout(open_timeout):
+                    await _open(consumer, link)
+            except TimeoutError:
+                raise TransportError(
+                    f"partition {partition_id}: the link did not open within {open_timeout:g} s (open_timeout)"
+                ) from None
             handler = consumer._handler
+            link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
             drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
             while True:
                 if drainer.done():
                     drainer.result()  # its error, if any
+                link.reading = False  # waiting for room is not silence (backpressure)
                 await room()
                 if len(buffer) >= prefetch:  # a full read is waiting for room downstream
                     drained.clear()
                     await drained.wait()
                     continue
+                link.reading = True
                 if not await handler.do_work_async(batch=prefetch):
                     raise TransportError(f"the link to partition {partition_id} closed")
                 _forget_tags(handler)
@@ -204,5 +226,9 @@ async def receive_direct(
             drainer.cancel()
         try:
             await asyncio.shield(consumer.close())
+            # the SDK leaves a connection it was still opening (no session yet) to the garbage collector
+            connection = getattr(link.handler, "_connection", None)
+            if connection is not None:
+                await asyncio.shield(connection.close())
         except Exception as exc:  # closing is best effort; the outcome above is what counts
             _log.debug("closing the consumer of partition %s failed: %r", partition_id, exc)

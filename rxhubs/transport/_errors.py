@@ -36,6 +36,17 @@ def first_line(exc: BaseException, secrets: Sequence[str]) -> str:
     return redact(text.splitlines()[0], *secrets)
 
 
+def _cbs_not_found(exc: BaseException, secrets: Sequence[str]) -> str | None:
+    """The description of a put-token refused with status 404 (an unknown entity), else None."""
+    if not isinstance(exc, sdk_errors.AuthenticationError):
+        return None
+    lines = str(exc).splitlines()
+    if not any(line.strip() == "Status code: 404" for line in lines):
+        return None
+    described = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Description:")]
+    return redact(described[0] if described else "the messaging entity could not be found", *secrets)
+
+
 def translate_error(exc: BaseException, what: str, secrets: Sequence[str] = ()) -> RxHubsError:
     """Map an azure-eventhub (or transport) exception to the rxhubs exception tree.
 
@@ -58,6 +69,9 @@ def translate_error(exc: BaseException, what: str, secrets: Sequence[str] = ()) 
         return OwnershipLostError(f"{what}: a reader with a higher owner level took the partition ({detail})")
     if "not-found" in condition or "notfound" in condition.replace("-", "") or "not found" in lowered:
         return NotFoundError(message)
+    missing = _cbs_not_found(exc, secrets)
+    if missing is not None:  # the service refuses a token for an unknown hub with 404, before any link
+        return NotFoundError(f"{what}: {missing}")
     if isinstance(exc, sdk_errors.AuthenticationError) or "unauthorized" in condition:
         return AuthenticationError(message)
     if "argument" in condition or isinstance(exc, sdk_errors.EventDataError | ValueError | TypeError):

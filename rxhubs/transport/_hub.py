@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azure.eventhub import EventData
 from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 
 from rxhubs._models import EventHubProperties, PartitionContext, PartitionProperties, Position
@@ -25,7 +24,11 @@ from rxhubs.transport._connection_string import (
     parse_connection_string,
 )
 from rxhubs.transport._errors import first_line, translate_error
+from rxhubs.transport._liveness import bounded
 from rxhubs.transport._options import ClientOptions, check_credential
+from rxhubs.transport._orphans import Orphans
+from rxhubs.transport._producer import send_batches
+from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 from rxhubs.transport._receiver import AzurePartitionReceiver
 
 if TYPE_CHECKING:
@@ -48,10 +51,12 @@ class EventHub:
     ``AzureNamedKeyCredential``. Keyword options go to the SDK clients: ``retry_total``,
     ``retry_backoff_factor``, ``retry_backoff_max``, ``retry_mode``, ``transport_type``, ``http_proxy``,
     ``custom_endpoint_address``, ``connection_verify``, ``ssl_context``, ``socket_timeout``,
-    ``auth_timeout``, ``user_agent``, ``idle_timeout``, ``logging_enable``; anything else is a
+    ``auth_timeout``, ``user_agent``, ``logging_enable``; anything else is a
     :class:`~rxhubs.errors.ConfigurationError`. Management calls and :meth:`send` retry retriable errors
     themselves with those retry settings, and fail at once on a non-retriable one (an unknown hub, bad
-    credentials) instead of backing off first as the SDK does.
+    credentials) instead of backing off first as the SDK does. Dead paths are rxhubs' own business:
+    ``idle_timeout`` (default 10 s; None: off), ``open_timeout`` (30 s), ``management_timeout`` (30 s), see
+    ``docs/operations.md`` ("Liveness").
 
     ``track_last_enqueued_event_properties`` (default True) makes receivers report the partition's newest
     event with every delivery (:attr:`PartitionReceiver.last_enqueued_event_properties`, for lag). It costs
@@ -147,8 +152,10 @@ class EventHub:
         self._namespace = namespace
         self._eventhub_name = eventhub_name
         self._conn = conn
+        self._liveness = settings.liveness
         self._clients = SdkClients(
-            namespace, eventhub_name, conn, credential, emulator, dict(settings.sdk), conn.secrets if conn else ()
+            namespace, eventhub_name, conn, credential, emulator, dict(settings.sdk), conn.secrets if conn else (),
+            settings.liveness.advertised,
         )
         self._retry_total = settings.retry_total
         self._backoff_factor = settings.retry_backoff_factor
@@ -159,6 +166,7 @@ class EventHub:
         self._partition_ids: tuple[str, ...] | None = None
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
+        self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
         self._closed = False
 
     # -- identity --------------------------------------------------------------------------------------------
@@ -188,12 +196,18 @@ class EventHub:
             self._producer = self._clients.producer()
         return self._producer
 
-    async def _retrying(self, what: str, operation: Callable[[EventHubProducerClient], Awaitable[_T]]) -> _T:
+    async def _retrying(
+        self,
+        what: str,
+        operation: Callable[[EventHubProducerClient], Coroutine[Any, Any, _T]],
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``operation`` with the hub's retries; each attempt bounded by ``timeout`` seconds (None: not)."""
         attempt = 0
         while True:
             client = self._producer_client()
-            try:
-                return await operation(client)
+            try:  # a management call opens its own connection: a retry does not reuse a silent one
+                return await (operation(client) if timeout is None else bounded(operation(client), timeout, what))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -220,8 +234,9 @@ class EventHub:
             ...     props = await hub.get_properties()
             ...     return props.partition_ids
         """
+        what = f"get properties of event hub {self._eventhub_name!r}"
         raw = await self._retrying(
-            f"get properties of event hub {self._eventhub_name!r}", lambda c: c.get_eventhub_properties()
+            what, lambda c: self._orphans.run(c.get_eventhub_properties()), self._liveness.management_timeout
         )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
@@ -269,7 +284,8 @@ class EventHub:
         await self._check_partition(partition_id)
         raw = await self._retrying(
             f"get properties of partition {partition_id!r} of {self._eventhub_name!r}",
-            lambda c: c.get_partition_properties(partition_id),
+            lambda c: self._orphans.run(c.get_partition_properties(partition_id)),
+            self._liveness.management_timeout,
         )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} has no partition {partition_id!r}")
@@ -345,7 +361,7 @@ class EventHub:
         partition_key: str | None = None,
         properties: Mapping[str, Any] | None = None,
     ) -> None:
-        """Send events (a convenience for demos and tests; use the SDK's producer for serious sending).
+        """Send events (a convenience for demos and tests; in a pipeline, ``hops.publish`` sends with :meth:`publish`).
 
         Events go in as few batches as fit, in order. Without ``partition_id`` or ``partition_key`` the
         service picks partitions round robin.
@@ -364,47 +380,42 @@ class EventHub:
             >>> async def seed(hub):  # doctest: +SKIP
             ...     await hub.send([b'{"t": 21.5}', b'{"t": 21.7}'], partition_id="0")
         """
-        if isinstance(bodies, bytes | str):
-            raise ConfigurationError("bodies must be an iterable of bytes or str, not a single body")
-        items = list(bodies)
-        for body in items:
-            if not isinstance(body, bytes | str):
-                raise ConfigurationError(f"event bodies must be bytes or str, got {type(body).__name__}")
+        events = outgoing_events(bodies, properties)
+        check_routing(partition_id, partition_key)
         if partition_id is not None:
-            if not isinstance(partition_id, str) or not partition_id:
-                raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
             await self._check_partition(partition_id)
-        if partition_key is not None and not isinstance(partition_key, str):
-            raise ConfigurationError(f"partition_key must be a str, got {partition_key!r}")
-        if not items:
-            return
-        props: dict[str | bytes, Any] | None = {str(k): v for k, v in properties.items()} if properties else None
+        await self._send(events, partition_id, partition_key)
+
+    async def publish(
+        self,
+        events: Sequence[OutgoingEvent],
+        *,
+        partition_id: str | None = None,
+        partition_key: str | None = None,
+    ) -> None:
+        """Send events, each with its own properties, in order (what :func:`rxhubs.operators.publish` calls).
+
+        Events go in as few batches as fit the hub's maximum message size, to ``partition_id``, or with
+        ``partition_key``, or (neither) where the service puts them; retriable failures are retried with the
+        hub's retry settings, resending only what was not acknowledged. Raises ``ConfigurationError`` (bad
+        routing, an event over the maximum size), ``NotFoundError`` or ``TransportError`` (after the retries).
+
+        Example:
+            >>> from rxhubs.transport._publisher import OutgoingEvent
+            >>> async def forward(hub):  # doctest: +SKIP
+            ...     await hub.publish([OutgoingEvent(b"x", {"source": "a"})], partition_key="device-7")
+        """
+        check_routing(partition_id, partition_key)
+        if partition_id is not None:
+            await self._check_partition(partition_id)
+        await self._send(list(events), partition_id, partition_key)
+
+    async def _send(self, pending: list[OutgoingEvent], partition_id: str | None, partition_key: str | None) -> None:
         where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
-
-        async def send_all(client: EventHubProducerClient) -> None:
-            nonlocal items
-            while items:
-                batch = await client.create_batch(partition_id=partition_id, partition_key=partition_key)
-                count = 0
-                for body in items:
-                    data = EventData(body)
-                    if props:
-                        data.properties = dict(props)
-                    try:
-                        batch.add(data)
-                    except ValueError:
-                        if count == 0:
-                            raise ConfigurationError(
-                                f"an event of {len(body)} bytes is larger than the hub's maximum message size"
-                            ) from None
-                        break
-                    count += 1
-                await client.send_batch(batch)
-                items = items[count:]  # only what was acknowledged leaves the list; a retry resends the rest
-
-        await self._retrying(f"send to {where}", send_all)
-
-    # -- closing ---------------------------------------------------------------------------------------------
+        if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
+            await self._retrying(
+                f"send to {where}", lambda client: send_batches(client, pending, partition_id, partition_key)
+            )
 
     def _forget(self, receiver: AzurePartitionReceiver) -> None:
         self._receivers.discard(receiver)
@@ -421,6 +432,7 @@ class EventHub:
         self._closed = True
         receivers = list(self._receivers)
         await asyncio.gather(*(r.close() for r in receivers), return_exceptions=True)
+        await self._orphans.close(timeout=5.0)
         producer, self._producer = self._producer, None
         if producer is not None:
             try:

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rxhubs.errors import ConfigurationError
+from rxhubs.transport._liveness import Liveness
 
-__all__ = ["CLIENT_OPTIONS", "ClientOptions", "check_credential"]
+__all__ = ["CLIENT_OPTIONS", "LIVENESS_OPTIONS", "ClientOptions", "check_credential"]
 
 #: Options passed through to the SDK clients (see ``EventHubConsumerClient``'s documentation).
 CLIENT_OPTIONS = frozenset(
@@ -26,10 +27,13 @@ CLIENT_OPTIONS = frozenset(
         "socket_timeout",
         "auth_timeout",
         "user_agent",
-        "idle_timeout",
         "logging_enable",
     }
 )
+
+#: rxhubs' own options about dead paths (:class:`~rxhubs.transport._liveness.Liveness`); ``idle_timeout`` is
+#: also the SDK's name, but rxhubs enforces it itself and advertises half of it to the service.
+LIVENESS_OPTIONS = frozenset({"idle_timeout", "open_timeout", "management_timeout"})
 
 
 def _non_negative(name: str, value: object) -> float:
@@ -44,6 +48,7 @@ class ClientOptions:
 
     Attributes:
         sdk: The options handed to the SDK clients as given.
+        liveness: The idle, open and management timeouts (see ``docs/operations.md``, "Liveness").
         track_last_enqueued_event_properties: Receivers report the partition's newest event (for lag).
         retry_total: Attempts of a management call or send after the first (the SDK's meaning).
         retry_backoff_factor: Seconds of the first backoff.
@@ -65,6 +70,7 @@ class ClientOptions:
     retry_backoff_factor: float = 0.8
     retry_backoff_max: float = 120.0
     fixed_backoff: bool = False
+    liveness: Liveness = field(default_factory=Liveness)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> ClientOptions:
@@ -73,11 +79,14 @@ class ClientOptions:
         track = options.pop("track_last_enqueued_event_properties", True)
         if not isinstance(track, bool):
             raise ConfigurationError(f"track_last_enqueued_event_properties must be a bool, got {track!r}")
+        liveness = Liveness.parse(options)
+        for name in LIVENESS_OPTIONS:
+            options.pop(name, None)
         unknown = sorted(set(options) - CLIENT_OPTIONS)
         if unknown:
             raise ConfigurationError(
                 f"unknown EventHub option(s) {', '.join(map(repr, unknown))}; "
-                f"known: {', '.join(sorted(CLIENT_OPTIONS))}"
+                f"known: {', '.join(sorted(CLIENT_OPTIONS | LIVENESS_OPTIONS))}"
             )
         retry_total = options.get("retry_total", 3)
         if isinstance(retry_total, bool) or not isinstance(retry_total, int) or retry_total < 0:
@@ -87,7 +96,7 @@ class ClientOptions:
         mode = str(getattr(options.get("retry_mode", "exponential"), "value", options.get("retry_mode"))).lower()
         if "retry_mode" in options and mode not in ("exponential", "fixed"):
             raise ConfigurationError("retry_mode must be 'exponential' or 'fixed'")
-        return cls(options, track, retry_total, factor, maximum, mode == "fixed")
+        return cls(options, track, retry_total, factor, maximum, mode == "fixed", liveness)
 
 
 def check_credential(credential: object) -> None:

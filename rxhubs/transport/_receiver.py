@@ -28,6 +28,7 @@ import asyncio
 import datetime as _dt
 import logging
 from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from azure.eventhub import EventData
@@ -44,6 +45,7 @@ from rxhubs.transport._convert import (
 )
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct
 from rxhubs.transport._errors import first_line, translate_error
+from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -60,6 +62,7 @@ class ReceiverHost(Protocol):
     """What a receiver needs from the hub that made it (:class:`~rxhubs.EventHub`)."""
 
     _secrets: tuple[str, ...]
+    _liveness: Liveness
 
     async def _check_partition(self, partition_id: str) -> None: ...
 
@@ -233,22 +236,25 @@ class AzurePartitionReceiver(ReceiverBase):
             await self._hub._check_partition(self._context.partition_id)
             client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
             position, inclusive = _sdk_position(self._start)
+            c, liveness = self._context, self._hub._liveness
             if direct_supported(client):
+                link = LinkWatch()
                 try:
-                    await receive_direct(
-                        client, self._context.consumer_group, self._context.partition_id, position, inclusive,
+                    await self._watched(receive_direct(
+                        client, c.consumer_group, c.partition_id, position, inclusive,
                         prefetch=self._prefetch, owner_level=self._owner_level,
                         track_last_enqueued_event_properties=self._track,
                         room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
-                    )
+                        watch=link, open_timeout=liveness.open_timeout,
+                    ), link.probe)
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path
                     _log.info("%s: direct receive unavailable (%s); using receive_batch", self._what(), exc)
                 finally:
                     self._link_closed.set()
-            await client.receive_batch(
+            await self._watched(client.receive_batch(
                 self._on_batch,
-                partition_id=self._context.partition_id,
+                partition_id=c.partition_id,
                 starting_position=position,
                 starting_position_inclusive=inclusive,
                 max_batch_size=self._prefetch,
@@ -258,7 +264,7 @@ class AzurePartitionReceiver(ReceiverBase):
                 track_last_enqueued_event_properties=self._track,
                 on_error=self._on_error,
                 on_partition_close=self._on_partition_close,
-            )
+            ), lambda: sdk_link(client, c.consumer_group, c.partition_id, self._prefetch))
         except asyncio.CancelledError:
             raise
         except RxHubsError as exc:
@@ -268,6 +274,14 @@ class AzurePartitionReceiver(ReceiverBase):
         else:
             if not self._stopping:
                 self._fail(TransportError(f"{self._what()}: the SDK receive loop ended"), None)
+
+    async def _watched(self, work: Coroutine[Any, Any, None], probe: Callable[[], tuple[Any, bool]]) -> None:
+        """Run the receive under a watchdog: a path silent past the idle timeout raises a retriable error."""
+        idle = self._hub._liveness.idle_timeout
+        if idle is None:
+            await work
+            return
+        await watched(work, Watchdog(idle, probe), lambda silent: stall_error(self._context, silent, idle))
 
     def _what(self) -> str:
         c = self._context

@@ -5,7 +5,9 @@ Reads the hub of ``RXHUBS_TEST_EVENTHUB`` with ``rxhubs.consume`` through the st
 four batches of a partition at once, and is recorded when its work completes)
 (``sqlite:///path`` or ``blob://container`` with ``RXHUBS_TEST_STORAGE``), appends one line per processed
 event to OUT (``partition sequence_number owner wall_time``, flushed per batch so that a SIGKILL loses none
-of them), then checkpoints; each checkpoint written is noted as ``CP partition sequence_number``. SIGTERM
+of them), then checkpoints; each checkpoint written is noted as ``CP partition sequence_number``, each one a
+fenced store refused as ``FENCED partition sequence_number``; ``OPEN partition`` and ``CLOSE partition reason``
+mark each period of ownership, ``LOST partition operation`` each ``OwnershipLostError`` reported. SIGTERM
 stops it gracefully. It prints ``ready`` once subscribed.
 """
 
@@ -22,9 +24,10 @@ from typing import Any, TextIO
 from reactivex import operators as ops
 
 import rxhubs
-from rxhubs import Checkpoint
+from rxhubs import Checkpoint, Ownership
 from rxhubs import operators as hops
-from rxhubs.stores import CheckpointStore
+from rxhubs.errors import OwnershipLostError
+from rxhubs.stores import FencedCheckpointStore
 
 INTERVAL = 1.0
 EXPIRY = 3.0
@@ -40,8 +43,8 @@ def _store() -> Any:
     return rxhubs.stores.from_url(url)
 
 
-class LoggedStore(CheckpointStore):
-    """The real store; each checkpoint written is also noted in the output (``CP partition sequence``)."""
+class LoggedStore(FencedCheckpointStore):
+    """The real (fenced) store; each checkpoint written is also noted in the output (``CP partition sequence``)."""
 
     def __init__(self, inner: Any, sink: TextIO) -> None:
         self.inner = inner
@@ -62,6 +65,20 @@ class LoggedStore(CheckpointStore):
         self.sink.write(f"CP {checkpoint.partition_id} {checkpoint.sequence_number} {written:.3f}\n")
         self.sink.flush()
 
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        return await self.inner.fence(ownership)  # type: ignore[no-any-return]
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        written = time.time()
+        try:
+            await self.inner.update_checkpoint_fenced(checkpoint, ownership)
+        except OwnershipLostError:
+            self.sink.write(f"FENCED {checkpoint.partition_id} {checkpoint.sequence_number}\n")
+            self.sink.flush()
+            raise
+        self.sink.write(f"CP {checkpoint.partition_id} {checkpoint.sequence_number} {written:.3f}\n")
+        self.sink.flush()
+
     async def close(self) -> None:
         await self.inner.close()
 
@@ -79,10 +96,21 @@ async def amain(name: str, sink: TextIO) -> None:
         await asyncio.sleep(random.random() * 0.1)
         record(batch)
 
+    def note(line: str) -> None:
+        sink.write(line + "\n")
+        sink.flush()
+
+    def on_error(context: rxhubs.ErrorContext, error: Exception) -> None:
+        if isinstance(error, OwnershipLostError):
+            note(f"LOST {context.partition_id} {context.operation}")
+
     source = rxhubs.consume(
         hub,
         "$Default",
         store,
+        on_partition_initialize=lambda context: note(f"OPEN {context.partition_id}"),
+        on_partition_close=lambda context, reason: note(f"CLOSE {context.partition_id} {reason.value}"),
+        on_partition_error=on_error,
         owner_id=name,
         load_balancing_interval=INTERVAL,
         ownership_expiration=EXPIRY,

@@ -30,6 +30,8 @@ T = TypeVar("T")
 class ProxyStore(CheckpointStore):
     """The in-memory store behind a switch: ``latency`` seconds per call, or no answer at all (``silent``).
 
+    Fenced like the store it wraps (``fence``, ``update_checkpoint_fenced``).
+
     Its verbs wait on the kernel's clock, so latency and silence count in the test's virtual time.
     """
 
@@ -71,6 +73,17 @@ class ProxyStore(CheckpointStore):
     async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
         self.writes.append((self.scheduler.clock, checkpoint.partition_id, checkpoint.sequence_number))
         await self._wrap("update_checkpoint", lambda: self.inner.update_checkpoint(checkpoint), checkpoint.partition_id)
+
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        return await self._wrap("fence", lambda: self.inner.fence(ownership))
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        self.writes.append((self.scheduler.clock, checkpoint.partition_id, checkpoint.sequence_number))
+        await self._wrap(
+            "update_checkpoint",
+            lambda: self.inner.update_checkpoint_fenced(checkpoint, ownership),
+            checkpoint.partition_id,
+        )
 
 
 @dataclass

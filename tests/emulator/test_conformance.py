@@ -17,7 +17,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from azure.eventhub.aio import EventHubConsumerClient as AioConsumer
 from azure.eventhub.aio import EventHubProducerClient as AioProducer
 from azure.eventhub.amqp import AmqpAnnotatedMessage
-from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventHubError
+from azure.eventhub.exceptions import AuthenticationError, ConnectError
 
 from rxhubs.emulator import BackgroundEmulator, Emulator
 from rxhubs.emulator import _frames as fr
@@ -121,26 +121,36 @@ async def test_a_receiver_link_without_a_filter_starts_at_the_beginning_aio() ->
 
 
 # ------------------------------------------------------------------------------- refusals come at attach
-def test_a_producer_for_an_unknown_hub_fails_in_create_batch_sync() -> None:
-    """The service refuses a link when it attaches: its attach reply has neither source nor target and the
-    detach with the error follows (Microsoft.Azure.Amqp, the service's AMQP stack: AmqpLink.CloseInternal
-    nulls both before sending the attach). The SDK takes only such an attach for a refusal
-    (_pyamqp/link.py ``_incoming_attach``), so the error comes from ``create_batch``, which opens the link, as
-    the SDK's negative tests expect (tests/livetest/synctests/test_negative.py::
-    test_client_invalid_credential, "fakehub")."""
-    with BackgroundEmulator({HUB: 1}) as emulator:
+@pytest.mark.parametrize("keys", [None, {"RootManageSharedAccessKey": "s3cret"}])
+def test_a_client_for_an_unknown_hub_is_refused_at_put_token_with_404_sync(keys: dict[str, str] | None) -> None:
+    """The service refuses the CBS put-token for an entity that does not exist with status 404, before it looks
+    at the token, in its wording ("The messaging entity 'sb://.../fakehub' could not be found. To know more visit
+    https://aka.ms/sbResourceMgrExceptions. TrackingId:..."). The SDK raises that as an AuthenticationError (a
+    ConnectError), from ``create_batch``, which opens the link: what the SDK's negative tests expect
+    (tests/livetest/synctests/test_negative.py::test_client_invalid_credential, "fakehub": AuthenticationError).
+    The same with and without keys; the consumer's ``on_error`` gets it too."""
+    with BackgroundEmulator({HUB: 1}, keys=keys) as emulator:
         bad = emulator.connection_string(HUB).replace(f"EntityPath={HUB}", "EntityPath=fakehub")
         with (EventHubProducerClient.from_connection_string(bad, retry_total=0) as producer,
-              pytest.raises(EventHubError, match="amqp:not-found")):
+              pytest.raises(AuthenticationError) as refused):
             producer.create_batch()
+        text = str(refused.value)
+        assert isinstance(refused.value, ConnectError) and "Status code: 404" in text
+        assert f"The messaging entity 'sb://127.0.0.1:{emulator.port}/fakehub' could not be found." in text
+        with SyncReceiver(bad, "0", starting_position="-1") as receiver:
+            error = receiver.wait_error()
+        assert isinstance(error, AuthenticationError) and "404" in str(error), error
+        send(emulator.connection_string(HUB), ["the hub that exists still works"])
 
 
-async def test_a_producer_for_an_unknown_hub_fails_in_create_batch_aio() -> None:
+async def test_a_client_for_an_unknown_hub_is_refused_at_put_token_with_404_aio() -> None:
     async with Emulator(hubs={HUB: 1}) as emulator:
         bad = emulator.connection_string(HUB).replace(f"EntityPath={HUB}", "EntityPath=fakehub")
         async with AioProducer.from_connection_string(bad, retry_total=0) as producer:
-            with pytest.raises(EventHubError, match="amqp:not-found"):
+            with pytest.raises(AuthenticationError, match="could not be found"):
                 await producer.create_batch(partition_id="0")
+            with pytest.raises(AuthenticationError, match="Status code: 404"):
+                await producer.get_eventhub_properties()
 
 
 @pytest.mark.parametrize("refuse_consumers_at_attach", [False, True])
@@ -226,6 +236,47 @@ async def test_keys_refuse_expired_tokens_and_tokens_for_another_hub() -> None:
                 else:
                     with pytest.raises(AuthenticationError, match=refusal):
                         await producer.send_event(EventData("refused"))
+
+
+def _sample_token(uri: str, key_name: str, key: str, expiry: int) -> str:
+    """A token made as the SDK's ``authenticate_with_sas_token.py`` sample makes it: the resource URI signed and
+    carried as written (not URL-encoded), the signature URL-quoted."""
+    import base64
+    import hashlib
+    import hmac
+    from urllib.parse import quote
+
+    signed = hmac.new(key.encode("utf-8"), f"{uri}\n{expiry}".encode(), hashlib.sha256).digest()
+    signature = quote(base64.b64encode(signed))
+    return f"SharedAccessSignature sr={uri}&sig={signature}&se={expiry}&skn={key_name}"
+
+
+async def test_keys_check_the_signature_over_the_resource_as_the_token_writes_it() -> None:
+    """The service verifies a SAS token's signature over its ``sr`` exactly as the token carries it: the SDK
+    URL-encodes the resource (``generate_sas_token``) and signs that; the SDK's ``authenticate_with_sas_token``
+    sample signs and carries the plain URI. Both are accepted; a wrong key is still InvalidSignature. The sample's
+    token goes in as ``AzureSasCredential`` and as a connection string's ``SharedAccessSignature``."""
+    from azure.core.credentials import AzureSasCredential
+    from azure.eventhub._pyamqp.utils import generate_sas_token
+
+    async with Emulator(hubs={HUB: 1}, keys={"k": "s3cret"}) as emulator:
+        host = f"127.0.0.1:{emulator.port}"
+        expiry = int(time.time()) + 3600
+        tokens = [_sample_token(f"sb://{host}/{HUB}", "k", "s3cret", expiry),
+                  generate_sas_token(f"sb://{host}/{HUB}", "k", "s3cret", expiry)]
+        assert "sr=sb://" in tokens[0] and "sr=sb%3A%2F%2F" in tokens[1]
+        for token in tokens:
+            async with AioProducer(fully_qualified_namespace=host, eventhub_name=HUB, use_tls=False,
+                                   credential=AzureSasCredential(token), retry_total=0) as producer:
+                await producer.send_event(EventData("signed as written"))
+        conn = f"Endpoint=sb://{host};SharedAccessSignature={tokens[0]};EntityPath={HUB};UseDevelopmentEmulator=true"
+        async with AioProducer.from_connection_string(conn, retry_total=0) as producer:
+            assert (await producer.get_partition_properties("0"))["last_enqueued_sequence_number"] == 1
+        forged = _sample_token(f"sb://{host}/{HUB}", "k", "guess", expiry)
+        async with AioProducer(fully_qualified_namespace=host, eventhub_name=HUB, use_tls=False,
+                               credential=AzureSasCredential(forged), retry_total=0) as producer:
+            with pytest.raises(AuthenticationError, match="InvalidSignature"):
+                await producer.send_event(EventData("refused"))
 
 
 async def test_keys_refuse_links_and_reads_without_a_token() -> None:

@@ -43,6 +43,7 @@ class Consumer(threading.Thread):
         *,
         middle: Iterable[Callable[[Any], Any]] = (),
         after_checkpoint: Iterable[Callable[[Any], Any]] = (),
+        hub_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(daemon=True, name=f"consumer-{name}")
@@ -51,6 +52,7 @@ class Consumer(threading.Thread):
         self.store_factory = store_factory
         self.middle = list(middle)
         self.after_checkpoint = list(after_checkpoint)
+        self.hub_options = dict(hub_options or {})
         self.options = {
             "owner_id": name,
             "load_balancing_interval": INTERVAL,
@@ -79,7 +81,7 @@ class Consumer(threading.Thread):
             self._ready.set()
 
     async def _main(self) -> None:
-        hub = rxhubs.EventHub.from_connection_string(self.connection_string)
+        hub = rxhubs.EventHub.from_connection_string(self.connection_string, **self.hub_options)
         store = self.store_factory()
         self._loop = asyncio.get_running_loop()
         self._shutdown = Shutdown()

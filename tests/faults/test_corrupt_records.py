@@ -34,7 +34,7 @@ def corrupt_sqlite(path: Path) -> None:
                    "WHERE partition_id = '1'")
         key = db.execute("SELECT fully_qualified_namespace, eventhub_name, consumer_group FROM rxhubs_ownership "
                          "WHERE partition_id = '0'").fetchone()
-        db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, '', 'ghost', ?, 'x')", (*key, now))
+        db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, '', 'ghost', ?, 'x', NULL)", (*key, now))
         db.execute("UPDATE rxhubs_checkpoint SET sequence_number = 'abc' WHERE partition_id = '2'")
         db.execute("UPDATE rxhubs_checkpoint SET \"offset\" = X'01', sequence_number = NULL WHERE partition_id = '3'")
         assert db.total_changes >= 5

@@ -79,14 +79,14 @@ async def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
         key = (NS.lower(), HUB.lower(), CG.lower())
         with sqlite3.connect(path) as db:
             if kind == "ownership-without-owner":
-                db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, '0', NULL, 'noon', 'e-77')", key)
+                db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, '0', NULL, 'noon', 'e-77', NULL)", key)
             elif kind == "checkpoint-bad-sequence":
                 db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '1', '100', 'many')", key)
             elif kind == "checkpoint-bad-offset":
                 db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '2', 'x1f', 5)", key)
             elif kind == "foreign":
                 db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '', '1', 1)", key)
-                db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, X'00', 'x', 1.0, 'e')", key)
+                db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, X'00', 'x', 1.0, 'e', NULL)", key)
 
     async def close_all() -> None:
         for store in opened:
@@ -248,6 +248,20 @@ async def corruptible(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     """The stores that can hold malformed records written behind their back."""
     h = await _FACTORIES[request.param](request, tmp_path)
     assert h.corrupt is not None
+    try:
+        yield h
+    finally:
+        for cleanup in h.cleanups:
+            await cleanup()
+
+
+FENCED_STORES = ["memory", "sqlite", "blob", "blob-aio-client", "blob-sync-client"]
+
+
+@pytest.fixture(params=_params(FENCED_STORES))
+async def fenced(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    """The stores that fence former owners' checkpoint writes (``FencedCheckpointStore``)."""
+    h = await _FACTORIES[request.param](request, tmp_path)
     try:
         yield h
     finally:

@@ -15,7 +15,7 @@ from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient
 
 from rxhubs import Checkpoint, Ownership
-from rxhubs.errors import ConfigurationError, StoreError
+from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
 from rxhubs.stores import BlobCheckpointStore
 from rxhubs.testing._azurite import ACCOUNT_KEY, Azurite
 from tests.stores.conftest import CG, HUB, NS
@@ -140,6 +140,30 @@ async def test_rxhubs_writes_and_the_official_store_reads(
     # ... and rxhubs renews with the (quoted) etag the official store returned from its claim.
     [back] = await store.claim_ownership([Ownership(NS, HUB, CG, "0", "rx", etag=stolen[0]["etag"])])
     assert back.owner_id == "rx"
+
+
+async def test_fenced_checkpoints_stay_readable_by_the_official_store_and_its_steal_fences_rxhubs(
+    official: OfficialAioStore, store: BlobCheckpointStore, raw: ContainerClient
+) -> None:
+    [mine] = await store.claim_ownership([Ownership(NS, HUB, CG, "0", "rx")])
+    assert await store.fence(mine) is None
+    await store.update_checkpoint_fenced(Checkpoint(NS, HUB, CG, "0", "4096", 41), mine)
+
+    _, metadata = (await blobs(raw))[PREFIX + "checkpoint/0"]
+    assert metadata == {"offset": "4096", "sequencenumber": "41", "rxhubsfence": f"{mine.etag} rx"}
+    [listed] = await official.list_checkpoints(NS, HUB, CG)
+    assert (listed["offset"], listed["sequence_number"]) == ("4096", 41)
+
+    # The official processor steals the partition and checkpoints (unconditionally, dropping rxhubs' key) ...
+    [record] = await official.list_ownership(NS, HUB, CG)
+    await official.claim_ownership([{**record, "owner_id": "sdk"}])
+    await official.update_checkpoint({**listed, "offset": "5000", "sequence_number": 50})
+    # ... and rxhubs' late write is refused: the blob names no period of rxhubs' and the ownership names sdk.
+    with pytest.raises(OwnershipLostError):
+        await store.update_checkpoint_fenced(Checkpoint(NS, HUB, CG, "0", "4500", 45), mine)
+    assert [(c["offset"], c["sequence_number"]) for c in await official.list_checkpoints(NS, HUB, CG)] == [
+        ("5000", 50)
+    ]
 
 
 async def test_a_missing_container_is_created_on_the_first_write(

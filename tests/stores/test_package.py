@@ -24,6 +24,7 @@ def test_exported_names_are_pinned() -> None:
     assert sorted(rxhubs.stores.__all__) == [
         "BlobCheckpointStore",
         "CheckpointStore",
+        "FencedCheckpointStore",
         "InMemoryCheckpointStore",
         "SdkCheckpointStore",
         "SdkStyleCheckpointStore",
@@ -31,6 +32,7 @@ def test_exported_names_are_pinned() -> None:
         "StoreLike",
         "as_checkpoint_store",
         "from_url",
+        "is_fenced",
     ]
     for name in rxhubs.stores.__all__:
         value = getattr(rxhubs.stores, name)

@@ -1,0 +1,200 @@
+"""Fencing for the blob store: former owners' checkpoint writes fail, in the official layout (private).
+
+Ownership and checkpoint are separate blobs, and Blob Storage has no transaction across two blobs, so the
+fence is on the **checkpoint blob's etag**:
+
+* every fenced write sets the checkpoint blob's metadata ``If-Match`` the etag this period last saw (its own
+  last write, or its read at the fence), and names its period in one extra metadata key, ``rxhubsfence``
+  (``"{ownership etag} {owner id}"``). The official store reads only ``offset`` and ``sequencenumber``, so it
+  keeps reading and writing these blobs (its own writes drop the key: it does not fence);
+* the new owner, right after its claim and before it reads where to start, re-writes the checkpoint blob
+  as it is (same ``offset``/``sequencenumber``) with its own key, ``If-Match`` the etag it read
+  (:meth:`_FencedBlobWrites.fence`). Every former owner's next conditional write then fails with 412; it
+  re-reads, finds another period's key, and raises :class:`~rxhubs.errors.OwnershipLostError`;
+* a write that finds another owner's key (or none: the official store, or a blob created before fencing)
+  re-reads the ownership blob and writes only if that names the writer;
+* **no checkpoint blob yet**: there is nothing to stamp (a blob without ``offset``/``sequencenumber`` would
+  break the official store's listing), so the first write creates the blob without overwrite after checking
+  the ownership blob. The window left: a former owner that never wrote a checkpoint for the partition,
+  paused between that check and its upload, creates the blob once; the new owner's first write then finds
+  its key, checks the ownership blob and overwrites it. The checkpoint may so show the former owner's
+  position until the new owner's first write (nothing is lost: the new owner reads from its own start).
+
+The etag each period last saw is cached per checkpoint blob; a miss costs one read (a ``HEAD``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError, ResourceModifiedError, ResourceNotFoundError
+
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs.errors import RxHubsError, StoreError
+from rxhubs.stores._blob_client import _Blob
+from rxhubs.stores._common import lost, normalize_etag, parse_offset, parse_sequence_number
+
+__all__ = ["FENCE_KEY"]
+
+#: The checkpoint blob's metadata key naming the period that wrote it.
+FENCE_KEY = "rxhubsfence"
+#: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
+_ATTEMPTS = 8
+_ABSENT = ""  # the cached "etag" of a checkpoint blob that does not exist
+
+
+def period_key(ownership: Ownership) -> str:
+    """The ``rxhubsfence`` value of ``ownership``'s period: its etag, a space, its owner id."""
+    return f"{normalize_etag(ownership.etag)} {ownership.owner_id}"
+
+
+def _names(o: Ownership) -> tuple[str, str]:
+    prefix = f"{o.fully_qualified_namespace}/{o.eventhub_name}/{o.consumer_group}/".lower()
+    return prefix + "ownership/" + o.partition_id.lower(), prefix + "checkpoint/" + o.partition_id.lower()
+
+
+class _FencedBlobWrites:
+    """The two fencing verbs of :class:`~rxhubs.stores.BlobCheckpointStore` (a mixin)."""
+
+    _url: str
+    _fences: dict[str, tuple[str, str]]
+
+    def _blob(self, name: str) -> _Blob:
+        raise NotImplementedError
+
+    def _error(self, exc: BaseException, what: str) -> StoreError:
+        raise NotImplementedError
+
+    async def _create_only(self, blob: _Blob, metadata: dict[str, str]) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    async def fence(self, ownership: Ownership) -> Checkpoint | None:
+        """Begin ``ownership``'s period: stamp the checkpoint blob with it (same position); return the position.
+
+        Raises:
+            OwnershipLostError: The ownership blob is not at ``ownership``'s version any more.
+            StoreError: The storage account failed (retriable), or the blob kept changing under the fence.
+        """
+        own_name, name = _names(ownership)
+        key = period_key(ownership)
+        try:
+            try:
+                props = await self._blob(own_name).get_blob_properties()
+            except ResourceNotFoundError:
+                raise lost(ownership, "its ownership blob is gone") from None
+            owner = _metadata(props).get("ownerid")
+            if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
+                raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
+            blob = self._blob(name)
+            for _ in range(_ATTEMPTS):
+                try:
+                    props = await blob.get_blob_properties()
+                except ResourceNotFoundError:
+                    self._fences[name] = (key, _ABSENT)
+                    return None
+                metadata = _metadata(props)
+                checkpoint = _checkpoint(ownership, metadata)
+                if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
+                    self._fences.pop(name, None)
+                    return None
+                try:
+                    written = await blob.set_blob_metadata(
+                        {**metadata, FENCE_KEY: key},
+                        etag=f'"{normalize_etag(props.etag)}"',
+                        match_condition=MatchConditions.IfNotModified,
+                    )
+                except (ResourceModifiedError, ResourceNotFoundError):
+                    continue  # written meanwhile (by the former owner): read it again and stamp that
+                self._fences[name] = (key, str(normalize_etag(written["etag"])))
+                return checkpoint
+        except RxHubsError:
+            raise
+        except (AzureError, OSError) as exc:
+            raise self._error(exc, f"fence of partition {ownership.partition_id!r}") from exc
+        raise StoreError(
+            f"blob store {self._url}: fence of partition {ownership.partition_id!r}: the checkpoint "
+            f"blob changed {_ATTEMPTS} times in a row"
+        )
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        """Set the checkpoint blob's metadata ``If-Match`` the etag this period last saw.
+
+        Raises:
+            OwnershipLostError: Another period fenced the blob, or the ownership blob names another owner.
+            StoreError: The storage account failed (retriable), or the blob kept changing under the write.
+        """
+        own_name, name = _names(ownership)
+        key = period_key(ownership)
+        cached = self._fences.get(name)
+        etag: str | None = cached[1] if cached is not None and cached[0] == key else None
+        checked = False
+        blob = self._blob(name)
+        metadata = {
+            "offset": "" if checkpoint.offset is None else str(checkpoint.offset),
+            "sequencenumber": str(int(checkpoint.sequence_number)),
+            FENCE_KEY: key,
+        }
+        try:
+            for _ in range(_ATTEMPTS):
+                if etag is None:
+                    try:
+                        props = await blob.get_blob_properties()
+                    except ResourceNotFoundError:
+                        etag = _ABSENT
+                    else:
+                        writer = _metadata(props).get(FENCE_KEY)
+                        if writer != key:
+                            await self._check_owner(own_name, ownership, writer)
+                            checked = True
+                        etag = str(normalize_etag(props.etag))
+                if etag == _ABSENT:
+                    if not checked:  # the first checkpoint of the partition: nothing was stamped
+                        await self._check_owner(own_name, ownership, None)
+                        checked = True
+                    written = await self._create_only(blob, metadata)
+                else:
+                    try:
+                        written = await blob.set_blob_metadata(
+                            metadata, etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified
+                        )
+                    except (ResourceModifiedError, ResourceNotFoundError):
+                        written = None
+                if written is None:
+                    etag = None  # someone wrote (or created, or deleted) it: read who
+                    continue
+                self._fences[name] = (key, str(normalize_etag(written["etag"])))
+                return
+        except RxHubsError:
+            self._fences.pop(name, None)
+            raise
+        except (AzureError, OSError) as exc:
+            raise self._error(exc, f"checkpoint of partition {checkpoint.partition_id!r}") from exc
+        raise StoreError(
+            f"blob store {self._url}: checkpoint of partition {checkpoint.partition_id!r}: the "
+            f"checkpoint blob changed {_ATTEMPTS} times in a row"
+        )
+
+    async def _check_owner(self, own_name: str, ownership: Ownership, writer: str | None) -> None:
+        """Raise unless the checkpoint blob, last written by ``writer``'s period, may be overwritten by ours."""
+        if writer is not None and writer.partition(" ")[2] == ownership.owner_id:
+            raise lost(ownership, "a later period of the same owner fenced the checkpoint")
+        try:
+            props = await self._blob(own_name).get_blob_properties()
+        except ResourceNotFoundError:
+            raise lost(ownership, "its ownership blob is gone") from None
+        owner = _metadata(props).get("ownerid")
+        if owner != ownership.owner_id:
+            raise lost(ownership, f"owned by {owner!r}")
+
+
+def _metadata(props: Any) -> dict[str, str]:
+    return {str(k).lower(): "" if v is None else str(v) for k, v in (props.metadata or {}).items()}
+
+
+def _checkpoint(o: Ownership, metadata: dict[str, str]) -> Checkpoint | None:
+    number = parse_sequence_number(metadata.get("sequencenumber"))
+    valid, offset = parse_offset(metadata.get("offset"))
+    if number is None or not valid:
+        return None
+    return Checkpoint(o.fully_qualified_namespace, o.eventhub_name, o.consumer_group, o.partition_id, offset, number)

@@ -1,0 +1,252 @@
+"""The network-fault tests' kit: a FaultProxy on a thread of its own, a producer that dates its sends, the checks.
+
+The shape every test in ``test_network_faults.py`` shares (:class:`Run`): an emulator in process, two consumers
+sharing a SQLite store (``a`` reads through a :class:`~rxhubs.testing.FaultProxy`, ``b`` straight from the
+emulator), and a producer sending numbered events straight to the emulator. Once each consumer reads its share of
+the partitions, the test breaks ``a``'s network for a few seconds and heals it; then every event sent must have
+been processed, in order, and ``b`` must have kept reading its partitions meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rxhubs import CloseReason
+from rxhubs.stores import SqliteCheckpointStore
+from rxhubs.testing import FaultProxy
+from tests.faults.kit import Consumer, account, live_owners, wait_until
+
+__all__ = ["LoopThread", "Producer", "Run", "in_order", "through"]
+
+T = TypeVar("T")
+
+PARTITIONS = 4
+
+
+def through(proxy: FaultProxy) -> dict[str, str]:
+    """EventHub options that connect through ``proxy``, keeping the namespace (so ownership is shared)."""
+    return {"custom_endpoint_address": f"sb://{proxy.address}"}
+
+
+class LoopThread(threading.Thread):
+    """An event loop on its own thread, for what must live on one (the proxy), driven from the test's thread."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="fault-proxy")
+        self.loop = asyncio.new_event_loop()
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.join(10)
+        self.loop.close()
+
+
+@contextmanager
+def proxy_to(port: int, seed: int = 0) -> Iterator[FaultProxy]:
+    """A started FaultProxy toward ``127.0.0.1:port``, served from its own thread; stopped on exit."""
+    thread = LoopThread()
+    thread.start()
+    proxy = FaultProxy("127.0.0.1", port, seed=seed)
+    try:
+        thread.call(proxy.start())
+        yield proxy
+    finally:
+        try:
+            thread.call(proxy.stop())
+        finally:
+            thread.close()
+
+
+@dataclass
+class Sent:
+    """One batch the service accepted: partition, first sequence number, count, when its send began."""
+
+    partition_id: str
+    first: int
+    count: int
+    started_at: float
+
+
+class Producer(threading.Thread):
+    """Sends batches of numbered events to every partition, straight to the hub, until stopped.
+
+    The hub is fresh, so the n-th event a partition accepted has sequence number n. Each batch records when its
+    send began: an event of a batch begun after ``t`` reached the service after ``t``.
+    """
+
+    def __init__(self, connection_string: str, *, per_batch: int = 10, pause: float = 0.05,
+                 body_size: int = 0) -> None:
+        super().__init__(daemon=True, name="producer")
+        self.connection_string = connection_string
+        self.per_batch = per_batch
+        self.pause = pause
+        self.body_size = body_size
+        self.stop = threading.Event()
+        self.sent: dict[str, int] = defaultdict(int)
+        self.batches: list[Sent] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from azure.eventhub import EventData, EventHubProducerClient
+
+        try:
+            with EventHubProducerClient.from_connection_string(self.connection_string) as producer:
+                while not self.stop.is_set():
+                    for pid in map(str, range(PARTITIONS)):
+                        first = self.sent[pid]
+                        batch = producer.create_batch(partition_id=pid)
+                        for seq in range(first, first + self.per_batch):
+                            batch.add(EventData(f"{pid}-{seq}".ljust(self.body_size, ".")))
+                        started = time.time()
+                        producer.send_batch(batch)
+                        self.batches.append(Sent(pid, first, self.per_batch, started))
+                        self.sent[pid] += self.per_batch
+                    time.sleep(self.pause)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def finish(self) -> dict[str, int]:
+        self.stop.set()
+        self.join(30)
+        assert self.error is None, self.error
+        assert not self.is_alive(), "the producer did not stop"
+        return dict(self.sent)
+
+    def sent_at(self) -> dict[tuple[str, int], float]:
+        """(partition, sequence number) -> when the send of its batch began."""
+        return {(b.partition_id, b.first + i): b.started_at for b in list(self.batches) for i in range(b.count)}
+
+
+def in_order(consumer: Consumer, partitions: Iterable[str]) -> None:
+    """Each partition's events reached ``consumer`` in sequence, each one after the one before (no gap, no repeat)."""
+    by_partition: dict[str, list[int]] = defaultdict(list)
+    for pid, seq, _, _ in consumer.snapshot():
+        by_partition[pid].append(seq)
+    for pid in partitions:
+        seqs = by_partition[pid]
+        breaks = [(a, b) for a, b in pairwise(seqs) if b != a + 1]
+        assert not breaks, f"{consumer.owner} read partition {pid} out of sequence at {breaks[:5]}"
+
+
+@dataclass
+class Run:
+    """Two consumers on a shared SQLite store: ``a`` through ``proxy``, ``b`` straight; one producer.
+
+    Use as a context manager; :meth:`settle` waits until each consumer owns and reads its share.
+    """
+
+    connection_string: str
+    proxy: FaultProxy
+    tmp_path: Path
+    producer: Producer
+    options: dict[str, Any] = field(default_factory=dict)
+    a: Consumer = field(init=False)
+    b: Consumer = field(init=False)
+    a_partitions: set[str] = field(default_factory=set)
+    b_partitions: set[str] = field(default_factory=set)
+    closed_before: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        path = self.tmp_path / "cp.sqlite"
+        self.store_factory: Callable[[], Any] = lambda: SqliteCheckpointStore(path)
+        self.a = Consumer("a", self.connection_string, self.store_factory, hub_options=through(self.proxy),
+                          **self.options)
+        self.b = Consumer("b", self.connection_string, self.store_factory, **self.options)
+
+    def __enter__(self) -> Run:
+        self.a.start_and_wait()
+        self.b.start_and_wait()
+        self.producer.start()
+        self.settle()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.producer.stop.set()
+        for consumer in (self.a, self.b):
+            if consumer.is_alive():
+                consumer.stop()
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until a and b own two partitions each and both read all of theirs."""
+
+        def settled() -> bool:
+            owners = live_owners(self.connection_string, self.store_factory)
+            self.a_partitions = {p for p, o in owners.items() if o == "a"}
+            self.b_partitions = {p for p, o in owners.items() if o == "b"}
+            if len(self.a_partitions) != PARTITIONS // 2 or len(self.b_partitions) != PARTITIONS // 2:
+                return False
+            since = time.time() - 0.3
+            return all(self.reading(c, ps, since) for c, ps in ((self.a, self.a_partitions),
+                                                                   (self.b, self.b_partitions)))
+
+        assert wait_until(settled, timeout, step=0.3), (self.a_partitions, self.b_partitions)
+        self.closed_before = (len(self.a.closed), len(self.b.closed))
+
+    @staticmethod
+    def reading(consumer: Consumer, partitions: Iterable[str], since: float, until: float = float("inf")) -> bool:
+        """Whether ``consumer`` processed events of every one of ``partitions`` between ``since`` and ``until``."""
+        got = {p for p, _, _, at in consumer.snapshot() if since <= at <= until}
+        return set(partitions) <= got
+
+    def drain(self, timeout: float = 60.0) -> set[tuple[str, int]]:
+        """Stop the producer, wait for every event sent to be processed, stop the consumers; the events sent."""
+        sent = self.producer.finish()
+        expected = {(pid, seq) for pid, n in sent.items() for seq in range(n)}
+
+        def processed() -> set[tuple[str, int]]:
+            return {(p, s) for c in (self.a, self.b) for p, s, _, _ in c.snapshot()}
+
+        assert wait_until(lambda: expected <= processed(), timeout), (
+            f"{len(expected - processed())} of {len(expected)} events not processed yet "
+            f"(a errors: {self.a.errors[-3:]})"
+        )
+        for consumer in (self.a, self.b):
+            consumer.stop()
+            assert consumer.outcome is None, consumer.outcome
+        # a closed every connection it opened through the proxy (none left behind by an abandoned call)
+        assert wait_until(lambda: self.proxy.stats.connections_open == 0, 10), self.proxy.stats
+        return expected
+
+    def check(self, expected: set[tuple[str, int]], fault_from: float, fault_to: float) -> None:
+        """Nothing lost, nothing repeated, in order; b read each of its partitions all through the fault."""
+        duplicates = account(expected, [self.a, self.b])
+        assert not duplicates, (sum(duplicates.values()), sorted(duplicates)[:10])
+        in_order(self.a, self.a_partitions)
+        in_order(self.b, self.b_partitions)
+        # the other consumer was not disturbed: it kept its partitions and read each of them in every second
+        step = 1.0
+        at = fault_from
+        while at + step <= fault_to:
+            assert self.reading(self.b, self.b_partitions, at, at + step), (
+                f"b read nothing of some of {sorted(self.b_partitions)} between "
+                f"{at - fault_from:.1f} s and {at + step - fault_from:.1f} s into the fault"
+            )
+            at += step
+        rows = self.a.snapshot()
+        resumed = min((at for p, _, _, at in rows if at >= fault_to and p in self.a_partitions), default=None)
+        print(f"a: {len(self.a.errors)} errors, {sum(fault_from <= r[3] <= fault_to for r in rows)} events read "
+              f"during the fault, first event {resumed - fault_to if resumed else None} s after the heal; "
+              f"{self.proxy.stats}")
+        # no partition stream ended from the fault on (each error was retried), until the consumers stopped
+        for consumer, n in zip((self.a, self.b), self.closed_before, strict=True):
+            ended = [(p, r) for p, r in consumer.closed[n:] if r is not CloseReason.SHUTDOWN]
+            assert not ended, f"{consumer.owner}: streams ended {ended}"
+        # a's partitions stayed a's: it rode the fault out rather than losing them
+        moved = {p for p, _, _, at in self.b.snapshot() if p in self.a_partitions and at >= fault_from}
+        assert not moved, f"a's partitions {sorted(moved)} went over to b"
