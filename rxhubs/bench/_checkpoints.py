@@ -23,7 +23,7 @@ from reactivex import operators as ops
 from reactivex.testing import TestScheduler
 
 from rxhubs._batch import EventBatch
-from rxhubs._models import Checkpoint
+from rxhubs._models import Checkpoint, Ownership
 from rxhubs.balancing import consume
 from rxhubs.bench._report import figure, sized
 from rxhubs.operators import checkpoint
@@ -86,7 +86,7 @@ def _measure(rate: int, seconds: float) -> tuple[float, float, bool, int]:
 
 
 class _Recording(InMemoryCheckpointStore):
-    """The in-memory store, noting when each checkpoint write was made (virtual time)."""
+    """The in-memory store, noting when each checkpoint write was made (virtual time), fenced or not."""
 
     def __init__(self, scheduler: TestScheduler) -> None:
         super().__init__()
@@ -97,6 +97,11 @@ class _Recording(InMemoryCheckpointStore):
         # The checkpoint operator calls the typed verb; recording here counts every write it really makes.
         self.writes.append((self.scheduler.clock, checkpoint.partition_id))
         await super().update_checkpoint(checkpoint)
+
+    async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+        # what the operator calls on a fenced store (this one is): the same write, guarded by the owner's period
+        self.writes.append((self.scheduler.clock, checkpoint.partition_id))
+        await super().update_checkpoint_fenced(checkpoint, ownership)
 
     async def update_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
         for one in checkpoints:

@@ -80,7 +80,7 @@ def test_scenario_runs_in_its_smoke_form_and_prints_figures(scenario: str, tmp_p
     for f in figures:
         assert isinstance(f, dict) and set(KEYS) <= set(f), f
         assert isinstance(f["scenario"], str) and isinstance(f["metric"], str) and isinstance(f["unit"], str), f
-        assert _number(f["rxhubs"]), f
+        assert f["rxhubs"] is None or _number(f["rxhubs"]), f  # None: not reached within the run (silent)
         assert f["baseline"] is None or _number(f["baseline"]), f
         assert f["baseline_name"] is None or isinstance(f["baseline_name"], str), f
         assert f["ratio"] is None or _number(f["ratio"]), f
