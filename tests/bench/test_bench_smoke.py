@@ -45,6 +45,9 @@ def test_every_scenario_module_is_registered() -> None:
     assert modules, "no scenario module found"
     missing = modules - set(SCENARIOS.values())
     assert not missing, f"scenario modules not in rxhubs.cli._bench.SCENARIOS: {sorted(missing)}"
+    # CI runs each with --smoke: a scenario must size itself for it (bench._report.sized), or it runs full size
+    unsized = [m for m in SCENARIOS.values() if "sized(" not in (ROOT / (m.replace(".", "/") + ".py")).read_text()]
+    assert not unsized, f"scenarios that ignore --smoke (use rxhubs.bench._report.sized): {unsized}"
 
 
 def test_help_lists_every_scenario_with_its_description() -> None:
