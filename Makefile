@@ -43,8 +43,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite mostly waits (emulators, Azurite, Spark, real timeouts), so it runs in parallel processes
+# (pytest-xdist): each worker starts its own emulator and Azurite on free ports. Tests go out one at a time as
+# workers free up, heaviest first; Spark's run in two lanes (tests/conftest.py). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 4
+
 test: $(STAMP) $(NODE_STAMP) lint typecheck
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP) $(NODE_STAMP)
 	$(BIN)/rxhubs bench all

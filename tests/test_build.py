@@ -70,6 +70,7 @@ def run(venv_python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.timeout(300)  # two installs with every dependency: minutes when the machine is busy (parallel runs)
 def test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example(dists: Distributions, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
     python = tmp_path / "venv" / "bin" / "python"

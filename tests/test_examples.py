@@ -18,8 +18,14 @@ def test_there_are_examples() -> None:
     assert len(EXAMPLES) >= 1
 
 
+def _marks(script: Path) -> list[pytest.MarkDecorator]:
+    """Each example is a process of its own (seconds); those that use Spark start a JVM too."""
+    uses_spark = "rxhubs.spark" in script.read_text(encoding="utf-8") or "pyspark" in script.read_text(encoding="utf-8")
+    return [pytest.mark.slow, pytest.mark.spark] if uses_spark else [pytest.mark.slow]
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("script", [pytest.param(p, marks=_marks(p), id=p.stem) for p in EXAMPLES])
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "EVENTHUB_CONNECTION_STRING"}
     env["RXHUBS_EXAMPLE_OUT"] = str(tmp_path)

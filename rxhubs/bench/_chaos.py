@@ -27,9 +27,12 @@ from typing import Any, TextIO
 from rxhubs.bench._chaos_nemesis import ACTIONS, Consumer, Rig, heal_all
 from rxhubs.bench._chaos_plan import CONSUMERS, Fault, describe, make_schedule
 from rxhubs.bench._chaos_report import figures, report_dir
+from rxhubs.bench._report import sized
 
 HUB = "chaos"
 RATE = 120  # events/s
+#: ``--smoke``'s seed (with its 60 s): a forced close, a hub path cut mid-frame and a stolen link.
+SMOKE_SEED = 32
 DRAIN_TIMEOUT = 120.0
 
 
@@ -269,8 +272,10 @@ def _stats(proxy: Any) -> dict[str, Any]:
 def run(args: Any = None) -> list[dict[str, Any]]:
     """The ``rxhubs bench chaos`` entry: prints the report and PASS/FAIL; returns the bench figures."""
     seed = getattr(args, "seed", None)
+    if seed is None and getattr(args, "smoke", False):
+        seed = SMOKE_SEED  # a known short schedule (tests/bench/test_chaos_run.py runs exactly this)
     seed = int(seed) if seed is not None else random.randrange(1, 10_000)
-    duration = float(getattr(args, "duration", None) or 480.0)
+    duration = float(getattr(args, "duration", None) or sized(args, 480.0, 180.0, 60.0))
     out = Path(getattr(args, "out", None) or f"chaos-{seed}")
     report = asyncio.run(chaos(seed, duration, out))
     brief = {k: v for k, v in report.items() if k not in ("series", "recoveries")}

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator._codec import Described, Symbol, UInt, ULong, encode_value
 
@@ -227,9 +227,8 @@ def _sdk_receive(conn: str, events: int, timeout: float) -> float:
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measure the emulator's ingest and delivery rates against one SDK client process (1 KB events)."""
-    quick = bool(getattr(args, "quick", False))
-    seconds = 2.0 if quick else 5.0
-    events = 50_000 if quick else 150_000
+    seconds = sized(args, 5.0, 2.0, 0.5)
+    events = sized(args, 150_000, 50_000, 5_000)
     figures: list[dict[str, Any]] = []
     with _emulator_process(partitions=2) as conn:
         port = _port(conn)

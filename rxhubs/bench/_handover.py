@@ -35,10 +35,11 @@ from typing import Any
 
 from rxhubs.bench._handover_worker import INTERVAL
 from rxhubs.bench._procs import emulator_process
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 16
 QUICK_PARTITIONS = 8
+SMOKE_PARTITIONS = 4
 RATE = 800  # events/s
 
 
@@ -185,9 +186,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     """One trial per implementation, the official processor first; report overlaps and totals."""
     from rxhubs.testing._azurite import Azurite
 
-    quick = bool(getattr(args, "quick", False))
-    alone, together = (8.0, 20.0) if quick else (10.0, 40.0)
-    partitions, trials = (QUICK_PARTITIONS, 1) if quick else (PARTITIONS, 2)
+    alone, together = sized(args, (10.0, 40.0), (8.0, 20.0), (4.0, 10.0))
+    partitions, trials = sized(args, (PARTITIONS, 2), (QUICK_PARTITIONS, 1), (SMOKE_PARTITIONS, 1))
     results: dict[str, dict[str, Any]] = {}
     with emulator_process({"handover": partitions}) as conns, Azurite() as azurite, \
             tempfile.TemporaryDirectory() as tmp:

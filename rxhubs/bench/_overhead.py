@@ -25,7 +25,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.sources import partition_batches
 from rxhubs.testing import InMemoryEventHub
 
@@ -105,9 +105,8 @@ def _measure(
 
 def run(args: Any = None) -> list[dict[str, Any]]:
     """Both workloads at batch sizes 1, 10, 100 and 1000; medians of alternating runs."""
-    quick = bool(getattr(args, "quick", False))
-    events = 50_000 if quick else 100_000
-    repeat = 5 if quick else 11
+    events = sized(args, 100_000, 50_000, 5_000)
+    repeat = sized(args, 11, 5, 1)
     hub = _hub(events)
     baseline = "plain receive_batch loop, in-memory hub"
     figures = []

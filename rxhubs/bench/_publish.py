@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from rxhubs.bench._procs import emulator_process, run_worker
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 4
 BODY = 512
@@ -41,9 +41,8 @@ def _prefill(connection_string: str, events: int) -> None:
 
 def run(args: Any = None) -> list[dict[str, Any]]:
     """Alternate SDK and rxhubs trials; report the medians and the median of the paired ratios."""
-    quick = bool(getattr(args, "quick", False))
-    events = 20_000 if quick else 60_000
-    repeat = 1 if quick else 3
+    events = sized(args, 60_000, 20_000, 2_000)
+    repeat = sized(args, 3, 1, 1)
     with emulator_process({"a": PARTITIONS, "b": PARTITIONS}) as conns:
         _prefill(conns["a"], events)
         env = {"RXHUBS_BENCH_SOURCE": conns["a"], "RXHUBS_BENCH_TARGET": conns["b"]}

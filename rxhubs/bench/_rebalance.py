@@ -27,8 +27,13 @@ from reactivex import abc
 
 from rxhubs.balancing import partitions
 from rxhubs.bench._official import OFFICIAL, _Official
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.bench._sim import EXPIRY, GROUP, INTERVAL, _Group, _Store, _World
+
+VIRTUAL_TIME = True  # TestScheduler only: figures are deterministic, CI requires every `met`
+
+# the large run, (partitions, many, few): 1 consumer -> many -> few (the others crash), by size of run
+FULL, QUICK, SMOKE = (1024, 200, 50), (1024, 60, 15), (128, 20, 5)
 
 
 class _Rx(_Group):
@@ -105,13 +110,12 @@ def _steps_32(side: _Group, final: int) -> list[tuple[str, float | None, int]]:
     return out
 
 
-def _scale(side: _Group, quick: bool) -> list[tuple[str, float | None, int, float]]:
-    """1,024 partitions: 1 consumer, 200, then 150 of them crash. Returns (step, intervals, moved, calls/interval)."""
+def _scale(side: _Group, many: int, few: int) -> list[tuple[str, float | None, int, float]]:
+    """1 consumer, ``many``, then all but ``few`` crash. Returns (step, intervals, moved, calls/interval)."""
     world = side.world
     scheduler = world.scheduler
     join = side.join  # type: ignore[attr-defined]
     crash = side.crash  # type: ignore[attr-defined]
-    many, few = (60, 15) if quick else (200, 50)
     out = []
     scheduler.schedule_absolute(0.0, lambda *_: join("c000"))
     side.settle(0.0, 5)
@@ -153,18 +157,17 @@ def _failover(side: _Group) -> float | None:
 
 
 def run(args: Any) -> list[dict[str, Any]]:
-    """Run the scenario; ``args.quick`` shrinks the 1,024-partition run to 60 -> 15 consumers."""
-    quick = bool(getattr(args, "quick", False))
+    """Run the scenario; ``args.quick``: the large run's 1,024 partitions go 1 -> 60 -> 15 (``smoke``: 128, 20, 5)."""
     quiet = logging.getLogger("rxhubs")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # crashed consumers' failed releases are expected here
     try:
-        return _run(quick)
+        return _run(sized(args, FULL, QUICK, SMOKE))
     finally:
         quiet.setLevel(level)
 
 
-def _run(quick: bool) -> list[dict[str, Any]]:
+def _run(size: tuple[int, int, int]) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
     for final in (2, 4):
         ours = _steps_32(_Rx(_World(32)), final)
@@ -198,14 +201,15 @@ def _run(quick: bool) -> list[dict[str, Any]]:
             met=mine_s is not None and mine_s <= EXPIRY + INTERVAL / 2,
         )
     )
-    figures += scale_figures("rebalance", quick)
+    figures += scale_figures("rebalance", size)
     return figures
 
 
-def scale_figures(label: str, quick: bool, partitions: int = 1024) -> list[dict[str, Any]]:
-    """The 1,024-partition steps (1 -> 200 -> 50 with crashes) for rxhubs and the official rules, as figures."""
-    ours = _scale(_Rx(_World(partitions)), quick)
-    theirs = _scale(_Official(_World(partitions)), quick)
+def scale_figures(label: str, size: tuple[int, int, int]) -> list[dict[str, Any]]:
+    """The large run's steps (``size``: partitions, then 1 -> many -> few consumers, with crashes) as figures."""
+    partitions, many, few = size
+    ours = _scale(_Rx(_World(partitions)), many, few)
+    theirs = _scale(_Official(_World(partitions)), many, few)
     figures: list[dict[str, Any]] = []
     for (step, mine, moved, calls), (_, base, base_moved, base_calls) in zip(ours, theirs, strict=True):
         scenario = f"{label} {partitions} partitions {step}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 KEYS = ("scenario", "metric", "unit", "rxhubs", "baseline", "baseline_name", "ratio", "target", "met")
 
@@ -76,3 +78,22 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
+
+
+def sized(args: Any, full: T, quick: T, smoke: T) -> T:
+    """A scenario's size for this run: ``--smoke`` (CI: the least that runs every step), ``--quick``, or full.
+
+    ``args`` is the command line's namespace or any object; missing attributes count as False.
+
+    Example:
+        >>> import types
+        >>> sized(types.SimpleNamespace(quick=True), 100_000, 20_000, 2_000)
+        20000
+        >>> sized(types.SimpleNamespace(quick=True, smoke=True), 100_000, 20_000, 2_000)
+        2000
+        >>> sized(None, 100_000, 20_000, 2_000)
+        100000
+    """
+    if getattr(args, "smoke", False):
+        return smoke
+    return quick if getattr(args, "quick", False) else full

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from rxhubs.bench._procs import emulator_process
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 HUB = "silent"
 PARTITIONS = 4
@@ -152,10 +152,10 @@ def _through(proxy: Any, conn: str) -> str:
     return re.sub(r"sb://[^;]+", f"sb://{proxy.address}", conn)
 
 
-async def _scenario(conn: str, quick: bool) -> list[dict[str, Any]]:
+async def _scenario(conn: str, size: tuple[float, float, float, float]) -> list[dict[str, Any]]:
     from rxhubs.testing import FaultProxy
 
-    warmup, window, dark = (8.0, 35.0, 20.0) if quick else (15.0, 45.0, 30.0)
+    warmup, window, dark, drain = size
     port = int(re.search(r"sb://[^:;/]+:(\d+)", conn).group(1))  # type: ignore[union-attr]
     sides = {"rxhubs": _Side("rxhubs"), "official": _Side("official")}
     sent = {p: 0 for p in IDS}
@@ -195,7 +195,7 @@ async def _scenario(conn: str, quick: bool) -> list[dict[str, Any]]:
         # 3. stop producing, drain, count what never arrived
         stop.set()
         await producer
-        await _until(lambda: all(s.lost(sent) == 0 for s in sides.values()), 20.0)
+        await _until(lambda: all(s.lost(sent) == 0 for s in sides.values()), drain)
         lost = {name: s.lost(sent) for name, s in sides.items()}
         for consumer in consumers.values():
             await consumer.stop()
@@ -221,8 +221,9 @@ def _recovery(metric: str, seconds: dict[str, float | None], bound: float, extra
 
 
 def run(args: Any = None) -> list[dict[str, Any]]:
-    """Run the scenario (about 2.5 minutes; 1.7 with ``--quick``)."""
-    quick = bool(getattr(args, "quick", False))
+    """Run the scenario (about 2.5 minutes; 1.7 with ``--quick``; under a minute with ``--smoke``)."""
+    # (warm-up, watch window, blackhole, drain) in seconds; a smoke run's recoveries may well be null
+    size = sized(args, (15.0, 45.0, 30.0, 20.0), (8.0, 35.0, 20.0, 20.0), (3.0, 12.0, 3.0, 5.0))
     logging.getLogger("azure").setLevel(logging.CRITICAL)  # the official client's retries of a dead path
     with emulator_process({HUB: PARTITIONS}, consumer_groups=[OFFICIAL_GROUP]) as conns:
-        return asyncio.run(_scenario(conns[HUB], quick))
+        return asyncio.run(_scenario(conns[HUB], size))

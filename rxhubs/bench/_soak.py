@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rxhubs.bench._procs import emulator_process
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.errors import ConfigurationError
 
 HUB = "soak"
@@ -46,6 +46,7 @@ BODY = b"x" * 512
 WARMUP = 0.2
 DEFAULT_DURATION = 600.0
 QUICK_DURATION = 60.0
+SMOKE_DURATION = 12.0  # the least that gives growth_percent its 10 samples
 BASELINE = "azure-eventhub EventHubConsumerClient.receive_batch (raw SDK)"
 
 
@@ -191,12 +192,12 @@ def growth_percent(samples: list[float], warmup: float = WARMUP) -> float:
 
 
 def run(args: Any = None) -> list[dict[str, Any]]:
-    """Run the soak for ``args.duration`` seconds (default 600, ``--quick`` 60); return its figures."""
+    """Run the soak for ``args.duration`` seconds (default 600, ``--quick`` 60, ``--smoke`` 12); return its figures."""
     import psutil
 
     duration = getattr(args, "duration", None)
     if duration is None:
-        duration = QUICK_DURATION if getattr(args, "quick", False) else DEFAULT_DURATION
+        duration = sized(args, DEFAULT_DURATION, QUICK_DURATION, SMOKE_DURATION)
     duration = float(duration)
     if not duration > 0:
         raise ConfigurationError(f"--duration must be > 0, got {duration:g}")

@@ -28,7 +28,7 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._run import run as run_pipeline
 from rxhubs._shutdown import Shutdown
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.sources import partition_batches
 from rxhubs.testing import InMemoryEventHub
 
@@ -118,18 +118,18 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     """Arrow path vs Python rows, events/s into Parquet with 10k-event micro-batches, on ``local[2]``."""
     from rxhubs.spark import local_session
 
-    quick = bool(getattr(args, "quick", False))
-    repeat = 1 if quick else 2
+    repeat = sized(args, 2, 1, 1)
     spark = local_session(master="local[2]", app_name="rxhubs-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    hub = _hub(10 if quick else 30)  # 102,000 or 306,000 events
-    warm_up = _hub(4)
+    hub = _hub(sized(args, 30, 10, 2))  # 306,000, 102,000 or 20,400 events (an even count: full batches)
     rows: Callable[[Sequence[EventBatch]], Any] = lambda batches: _rows(spark, batches)  # noqa: E731
     arrow, python = [], []
     root = Path(tempfile.mkdtemp(prefix="rxhubs-bench-spark-"))
     try:
-        _events_per_second(spark, warm_up, root / "warm-arrow", None)
-        _events_per_second(spark, warm_up, root / "warm-rows", rows)
+        if sized(args, True, True, False):  # warm-ups steady the figures; a smoke run needs no figures
+            warm_up = _hub(4)
+            _events_per_second(spark, warm_up, root / "warm-arrow", None)
+            _events_per_second(spark, warm_up, root / "warm-rows", rows)
         for i in range(repeat):  # alternate, so drift on a noisy machine hits both alike
             arrow.append(_events_per_second(spark, hub, root / f"arrow-{i}", None))
             python.append(_events_per_second(spark, hub, root / f"rows-{i}", rows))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rxhubs.bench._procs import emulator_process
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 SCENARIO = "spark-source"
 PARTITIONS = 4
@@ -210,9 +210,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     """The source and the sink path over the same pre-filled emulator hub; medians of alternating runs."""
     from rxhubs.spark import local_session, register_source
 
-    quick = bool(getattr(args, "quick", False))
-    events = 40_000 if quick else 200_000
-    repeat = 1 if quick else 3
+    events = sized(args, 200_000, 40_000, 4_000)
+    repeat = sized(args, 3, 1, 1)
     spark = local_session(master="local[2]", app_name="rxhubs-bench-source")
     spark.sparkContext.setLogLevel("ERROR")
     register_source(spark)
@@ -222,8 +221,9 @@ def run(args: Any = None) -> list[dict[str, Any]]:
         with emulator_process({HUB: PARTITIONS}) as conns:
             conn = conns[HUB]
             _prefill(conn, events)
-            _source(spark, conn, root / "warm-source", events)
-            _sink(spark, conn, root / "warm-sink", events)
+            if sized(args, True, True, False):  # warm-ups steady the figures; a smoke run needs no figures
+                _source(spark, conn, root / "warm-source", events)
+                _sink(spark, conn, root / "warm-sink", events)
             for i in range(repeat):  # alternate, so drift on a noisy machine hits both alike
                 rates["source"].append(_source(spark, conn, root / f"source-{i}", events))
                 rates["sink"].append(_sink(spark, conn, root / f"sink-{i}", events))

@@ -10,8 +10,8 @@ never touch the same blob. Two workloads:
 
 The figure is the median over the rounds of writes per second; the target is rxhubs >= 1.0x the official store.
 
-``args`` is the command line's ``argparse.Namespace``; this scenario reads only ``args.quick`` (fewer writes
-and rounds) and accepts any object (a ``types.SimpleNamespace(quick=True)`` will do).
+``args`` is the command line's ``argparse.Namespace``; this scenario reads only ``args.quick`` and
+``args.smoke`` (fewer writes and rounds) and accepts any object (``types.SimpleNamespace(quick=True)`` will do).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rxhubs._models import Checkpoint
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 from rxhubs.errors import ConfigurationError
 from rxhubs.testing._azurite import Azurite
 
@@ -40,7 +40,7 @@ def run(args: Any) -> list[dict[str, Any]]:
     """Measure both stores on a private Azurite; one figure per workload.
 
     Args:
-        args: Anything with an optional ``quick`` attribute (bool).
+        args: Anything with optional ``quick`` and ``smoke`` attributes (bool).
 
     Returns:
         Figures with the keys ``scenario, metric, unit, rxhubs, baseline, baseline_name, ratio, target, met``
@@ -51,12 +51,11 @@ def run(args: Any) -> list[dict[str, Any]]:
         >>> [f["metric"] for f in run(types.SimpleNamespace(quick=True))]  # doctest: +SKIP
         ['checkpoint_writes_sequential', 'checkpoint_writes_partitions8']
     """
-    quick = bool(getattr(args, "quick", False))
     with Azurite() as azurite:
-        return asyncio.run(_measure(azurite.connection_string, quick))
+        return asyncio.run(_measure(azurite.connection_string, sized(args, (1000, 5), (200, 3), (20, 1))))
 
 
-async def _measure(conn_str: str, quick: bool) -> list[dict[str, Any]]:
+async def _measure(conn_str: str, size: tuple[int, int]) -> list[dict[str, Any]]:
     try:
         from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore as OfficialStore
     except ImportError as exc:
@@ -67,7 +66,7 @@ async def _measure(conn_str: str, quick: bool) -> list[dict[str, Any]]:
 
     from rxhubs.stores._blob import BlobCheckpointStore
 
-    writes, rounds = (200, 3) if quick else (1000, 5)
+    writes, rounds = size
     async with (
         BlobCheckpointStore.from_connection_string(conn_str, CONTAINER) as ours,
         OfficialStore.from_connection_string(conn_str, CONTAINER) as official,

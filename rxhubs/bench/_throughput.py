@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from rxhubs.bench._procs import emulator_process, run_worker
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 4
 HUB = "bench"
@@ -56,9 +56,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     """
     from rxhubs.testing._azurite import Azurite
 
-    quick = bool(getattr(args, "quick", False))
-    events = 40_000 if quick else 100_000
-    repeat = 1 if quick else 3
+    events = sized(args, 100_000, 40_000, 4_000)
+    repeat = sized(args, 3, 1, 1)
     figures = []
     with emulator_process({HUB: PARTITIONS}) as conns, Azurite() as azurite:
         _prefill(conns[HUB], events)

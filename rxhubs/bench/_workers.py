@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rxhubs.bench._procs import emulator_process, run_worker
-from rxhubs.bench._report import figure
+from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 8
 HUB = "bench"
@@ -44,9 +44,8 @@ def _prefill(connection_string: str, events: int) -> None:
 
 def run(args: Any = None) -> list[dict[str, Any]]:
     """Alternate 1-worker and 2-worker trials; report the median rates and the ratio of medians."""
-    quick = bool(getattr(args, "quick", False))
-    events = 80_000 if quick else 200_000
-    repeat = 1 if quick else 3
+    events = sized(args, 200_000, 80_000, 8_000)
+    repeat = sized(args, 3, 1, 1)
     rates: dict[int, list[float]] = {1: [], 2: []}
     splits: list[list[int]] = []
     with emulator_process({HUB: PARTITIONS}) as conns, tempfile.TemporaryDirectory() as tmp:

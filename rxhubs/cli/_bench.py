@@ -12,7 +12,10 @@ from typing import Any
 from rxhubs.bench._report import format_table, to_json_lines
 from rxhubs.errors import ConfigurationError
 
-# scenario -> module with run(args) -> list[dict]
+# Every scenario: name -> module with run(args) -> list[dict]. Registering a scenario is one line here; its
+# module's docstring opens with "Scenario ``name``: what it measures." (the line `rxhubs bench --help` shows),
+# a module that runs in virtual time sets VIRTUAL_TIME = True (CI then also requires its `met` flags), and
+# tests/bench/test_bench_smoke.py runs each one with --smoke.
 SCENARIOS = {
     "overhead": "rxhubs.bench._overhead",
     "receiver": "rxhubs.bench._receiver",
@@ -32,10 +35,12 @@ SCENARIOS = {
     "chaos": "rxhubs.bench._chaos",
 }
 
-EXAMPLES = """examples:
+EXAMPLES = """
+examples:
   rxhubs bench overhead            Rx overhead per batch vs a plain receive loop
   rxhubs bench rebalance --json    convergence in load-balancing intervals, one JSON object per line
   rxhubs bench all --quick         every scenario, shorter runs
+  rxhubs bench all --smoke --json  every scenario at the least size that runs each step (what CI runs)
   rxhubs bench rebalance --plot docs/img   also draw the plots of docs/performance.md
 """
 
@@ -45,12 +50,17 @@ def add_parser(subparsers: Any) -> None:
         "bench",
         help="run benchmark scenarios (rxhubs vs the strongest alternative, same run)",
         description="Run benchmark scenarios; each prints figures comparing rxhubs with a baseline.",
-        epilog=EXAMPLES,
+        epilog=scenario_list() + EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("scenario", help="a scenario name (see below), or all")
+    parser.add_argument("scenario", help="a scenario name (listed below), or all")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure, one per line")
     parser.add_argument("--quick", action="store_true", help="shorter runs (less precise)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the least that runs every step, seconds per scenario (CI; the figures are not measurements)",
+    )
     parser.add_argument("--duration", type=float, default=None,
                         help="seconds, for time-based scenarios (soak; chaos: 480)")
     parser.add_argument(
@@ -67,6 +77,29 @@ def add_parser(subparsers: Any) -> None:
 
 def _available() -> list[str]:
     return [name for name, module in SCENARIOS.items() if importlib.util.find_spec(module) is not None]
+
+
+def describe(name: str) -> str:
+    """The first line of the scenario module's docstring, read without importing it (Spark stays unloaded).
+
+    Example:
+        >>> describe("overhead")
+        'the cost of the Rx partition source over a plain receive loop.'
+    """
+    spec = importlib.util.find_spec(SCENARIOS[name])
+    if spec is None or spec.origin is None:
+        return "(not available)"
+    parts = Path(spec.origin).read_text(encoding="utf-8").split('"""', 2)
+    first = parts[1].strip().splitlines()[0] if len(parts) == 3 and parts[1].strip() else ""
+    _, colon, rest = first.partition(": ")
+    return (rest if colon else first).replace("``", "").strip()
+
+
+def scenario_list() -> str:
+    """``rxhubs bench --help``'s list: every available scenario, one line each."""
+    names = _available()
+    width = max(len(name) for name in names)
+    return "scenarios:\n" + "\n".join(f"  {name.ljust(width)}  {describe(name)}" for name in names) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:

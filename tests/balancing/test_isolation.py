@@ -182,22 +182,37 @@ def test_store_and_receive_failures_reach_the_error_hook_with_their_operation() 
 
 def test_checkpoint_failures_are_reported_and_then_stop_only_that_partition() -> None:
     hub = InMemoryEventHub(partition_count=2)
-    hub.send([b"x"], partition_id="0")
-    hub.send([b"y"], partition_id="1")
+    hub.send([b"x"], partition_id="0")  # partition 1 stays empty until both injected failures were spent on 0
     store = InMemoryCheckpointStore()
-    store.fail("update_checkpoint", times=2)
+    store.fail("update_checkpoint", times=2)  # partition 0's write and its one retry
     scheduler = TestScheduler()
+    for k in range(8):
+        scheduler.schedule_absolute(0.5 + k, lambda *_, k=k: hub.send([b"y%d" % k], partition_id="1"))
     errors: list[tuple[str, str]] = []
+    closed: list[tuple[float, str, str]] = []
+    seen: list[tuple[float, str, int]] = []
     rxhubs.consume(
-        hub, GROUP, store, on_partition_error=lambda c, e: errors.append((c.partition_id, c.operation)), **FAST
-    ).pipe(hops.checkpoint(store, max_interval=0.0, retry=rxhubs.Backoff(initial=0.1, max_retries=1))).subscribe(
-        scheduler=scheduler
-    )
+        hub,
+        GROUP,
+        store,
+        on_partition_error=lambda c, e: errors.append((c.partition_id, c.operation)),
+        on_partition_close=lambda c, r: closed.append((scheduler.clock, c.partition_id, r.value)),
+        **FAST,
+    ).pipe(
+        ops.do_action(lambda b: seen.append((scheduler.clock, b.partition_id, b.last_sequence_number or 0))),
+        hops.checkpoint(store, max_interval=0.0, retry=rxhubs.Backoff(initial=0.1, max_retries=1)),
+    ).subscribe(scheduler=scheduler)
     scheduler.advance_to(10.0)
-    assert [op for _, op in errors] == ["checkpoint", "checkpoint"]
-    failed = errors[0][0]
-    assert checkpoints(hub, store) == {"0": 0, "1": 0}  # the stopped partition was read again and checkpointed
-    assert failed in ("0", "1")
+    assert errors == [("0", "checkpoint"), ("0", "checkpoint")]  # reported, retried once, then given up
+    assert [(pid, reason) for _, pid, reason in closed] == [("0", "ownership_lost")]  # partition 0 stopped ...
+    stopped_at = closed[0][0]
+    reads_of_0 = [(t, s) for t, pid, s in seen if pid == "0"]
+    assert [s for _, s in reads_of_0] == [0, 0]  # ... and was read again later, from no checkpoint
+    ones = [(t, s) for t, pid, s in seen if pid == "1"]
+    # partition 1 went on: each event processed when it was sent, in order, also while 0 was stopped
+    assert ones == [(pytest.approx(0.5 + k), k) for k in range(8)]
+    assert any(stopped_at < t < reads_of_0[1][0] for t, _ in ones)
+    assert checkpoints(hub, store) == {"0": 0, "1": 7}
 
 
 def test_emit_empty_and_no_last_enqueued_tracking() -> None:

@@ -37,7 +37,7 @@ def bench(*args: str, cwd: Path) -> list[dict[str, Any]]:
 def test_rebalance_scenario_reports_convergence_against_the_official_rules_and_draws_the_plots(
     tmp_path: Path,
 ) -> None:
-    figures = bench("rebalance", "--quick", "--plot", str(tmp_path / "img"), cwd=tmp_path)
+    figures = bench("rebalance", "--smoke", "--plot", str(tmp_path / "img"), cwd=tmp_path)
     join = next(f for f in figures if f["scenario"] == "rebalance 32 partitions 1 -> 2" and f["unit"] == "intervals")
     assert join["rxhubs"] <= 2.0 and join["met"] is True
     assert join["baseline"] > 8.0  # the official rules take one partition per interval: 16 moves
@@ -48,7 +48,7 @@ def test_rebalance_scenario_reports_convergence_against_the_official_rules_and_d
 
 @pytest.mark.azurite
 def test_stores_scenario_reports_both_workloads(tmp_path: Path) -> None:
-    figures = bench("stores", "--quick", cwd=tmp_path)
+    figures = bench("stores", "--smoke", cwd=tmp_path)
     assert [f["metric"] for f in figures] == ["checkpoint_writes_sequential", "checkpoint_writes_partitions8"]
     for f in figures:
         assert f["scenario"] == "stores" and f["unit"] == "writes/s" and f["target"] == ">= 1.0x"

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from rxhubs.bench._chaos import SMOKE_SEED
 from rxhubs.bench._chaos_plan import make_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED = 32
+SEED = SMOKE_SEED  # what --smoke runs, over 60 s
 
 
 @pytest.mark.slow
@@ -27,8 +28,7 @@ def test_a_short_chaos_run_injects_its_faults_and_passes(tmp_path: Path) -> None
     planned = {f.type for f in make_schedule(SEED, 60)}
     assert planned == {"force_close", "hub_cut", "steal"}
     result = subprocess.run(
-        [sys.executable, "-m", "rxhubs.cli", "bench", "chaos", "--seed", str(SEED), "--duration", "60", "--out",
-         str(out), "--json"],
+        [sys.executable, "-m", "rxhubs.cli", "bench", "chaos", "--smoke", "--out", str(out), "--json"],
         cwd=tmp_path, capture_output=True, text=True, timeout=400,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )

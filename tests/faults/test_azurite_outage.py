@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from rxhubs import CloseReason
+from rxhubs.errors import StoreError
 from rxhubs.stores import BlobCheckpointStore
 from tests.faults.kit import (
     CHECKPOINT_INTERVAL,
@@ -53,9 +55,11 @@ def test_azurite_stopped_and_restarted_mid_run_balancing_and_checkpoints_recover
         assert wait_until(lambda: len(_checkpoints(conn, store)) == PARTITIONS, 30)  # every partition checkpointed
         checkpoints_before = _checkpoints(conn, store)
         stopped_at = time.time()
+        before = {c.owner: (len(c.errors), len(c.closed)) for c in (a, b)}
         azurite.stop()
         try:
             time.sleep(EXPIRY + 2 * INTERVAL)
+            during = {c.owner: (c.errors[before[c.owner][0]:], c.closed[before[c.owner][1]:]) for c in (a, b)}
         finally:
             azurite.start()
         started_at = time.time()
@@ -77,6 +81,14 @@ def test_azurite_stopped_and_restarted_mid_run_balancing_and_checkpoints_recover
                 consumer.stop()
     for consumer in (a, b):
         assert consumer.outcome is None, consumer.outcome
+    # the outage was felt: each consumer was told the store was unreachable (retriable), and gave up both its
+    # partitions (ownership lost: no renewal could vouch for them) before the storage came back
+    for owner, (errors, closed) in during.items():
+        assert errors, f"{owner} saw no store error during the outage"
+        assert all(isinstance(e, StoreError) and e.retriable for _, e in errors), errors
+        assert any("cannot reach the storage account" in str(e) for _, e in errors), errors
+        assert len({pid for pid, _ in closed}) == 2, (owner, closed)
+        assert {reason for _, reason in closed} == {CloseReason.OWNERSHIP_LOST}, (owner, closed)
     # checkpoints moved on after the outage, up to the end of every partition (flushed at the stop)
     for pid, n in producer.sent.items():
         assert after[pid] > checkpoints_before[pid]

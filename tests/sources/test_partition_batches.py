@@ -165,21 +165,56 @@ def test_non_retriable_error_ends_the_stream_at_once() -> None:
     assert isinstance(observer.messages[1].value.exception, OwnershipLostError)
 
 
+class _CountedReceiver:
+    """A hub's receiver, counting the pulls made on it (everything else passes through)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pulls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def receive_batch(self, max_count: int, max_wait: float | None = None) -> Any:
+        self.pulls += 1
+        return await self.inner.receive_batch(max_count, max_wait)
+
+    def receive_nowait(self, max_count: int) -> Any:
+        self.pulls += 1
+        return self.inner.receive_nowait(max_count)
+
+
+class _CountingHub(InMemoryEventHub):
+    def __init__(self) -> None:
+        super().__init__(partition_count=1)
+        self.receivers: list[_CountedReceiver] = []
+
+    def receiver(self, *args: Any, **kwargs: Any) -> Any:
+        self.receivers.append(_CountedReceiver(super().receiver(*args, **kwargs)))
+        return self.receivers[-1]
+
+
 def test_disposal_closes_the_receiver_and_stops_pulling() -> None:
-    hub = InMemoryEventHub(partition_count=1)
+    hub = _CountingHub()
     scheduler = TestScheduler()
-    closed: list[rxhubs.PartitionReceiver] = []
+    closed: list[Any] = []
+    seen: list[EventBatch] = []
     subscription = rxhubs.partition_batches(hub, "0", max_wait=1.0, on_closed=closed.append).subscribe(
-        lambda b: None, scheduler=scheduler
+        seen.append, scheduler=scheduler
     )
     scheduler.advance_to(2.5)
+    [receiver] = hub.receivers
+    assert receiver.pulls >= 2  # it was pulling (an empty partition: one wait of max_wait after another)
     subscription.dispose()
     scheduler.advance_to(3.0)
-    assert len(closed) == 1
-    with pytest.raises(ReceiverClosedError):
-        closed[0].receive_nowait(1)  # type: ignore[attr-defined]
+    assert closed == [receiver]
+    pulls = receiver.pulls
     hub.send(["a"], partition_id="0")
     scheduler.advance_to(10.0)  # no pending timers fire into a disposed stream
+    assert receiver.pulls == pulls and seen == []  # stopped pulling: the new event is never read
+    assert hub.receivers == [receiver]  # nor is a new receiver opened
+    with pytest.raises(ReceiverClosedError):
+        receiver.receive_nowait(1)
 
 
 def test_graceful_stop_waits_for_batches_in_flight_then_completes() -> None:

@@ -10,6 +10,7 @@ from reactivex import Observable, abc
 
 import rxhubs
 from rxhubs import operators as hops
+from rxhubs._rx import now
 from rxhubs.balancing._stream import drain_timeout
 from rxhubs.testing import marble_test, to_symbols
 
@@ -92,8 +93,10 @@ class _Failing(rxhubs.testing.InMemoryEventHub):
     def __init__(self, error: Exception) -> None:
         super().__init__(partition_count=2)
         self.error = error
+        self.attempts: list[float] = []
 
     async def get_partition_ids(self) -> Any:
+        self.attempts.append(now())  # the virtual clock
         raise self.error
 
 
@@ -104,6 +107,7 @@ def test_an_unknown_hub_ends_the_stream_with_its_error_instead_of_retrying_for_e
         hub = _Failing(NotFoundError("event hub 'nohub' not found"))
         results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS))
     assert [r.value.kind for r in results] == ["E"]
+    assert len(hub.attempts) == 1  # not retried
     assert results[0].time == 200.0 and isinstance(results[0].value.exception, NotFoundError)
 
 
@@ -114,6 +118,8 @@ def test_a_transient_failure_to_read_the_partitions_is_retried() -> None:
         hub = _Failing(TransportError("connection reset"))
         results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
     assert results == []  # still trying when disposed, no error
+    # tried again and again (at most one balancing interval apart), up to the disposal
+    assert len(hub.attempts) >= 10 and hub.attempts[-1] >= 260 - OPTIONS["load_balancing_interval"]
 
 
 def test_an_unexpected_error_reading_the_partitions_is_retried_not_fatal() -> None:
@@ -123,3 +129,5 @@ def test_an_unexpected_error_reading_the_partitions_is_retried_not_fatal() -> No
         hub = _Failing(RuntimeError("get properties of event hub 'telemetry': coroutine ignored GeneratorExit"))
         results = t.start(rxhubs.consume(hub, "$Default", t.store(), **OPTIONS), disposed=260)
     assert results == []
+    # tried again and again (at most one balancing interval apart), up to the disposal
+    assert len(hub.attempts) >= 10 and hub.attempts[-1] >= 260 - OPTIONS["load_balancing_interval"]

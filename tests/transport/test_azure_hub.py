@@ -67,11 +67,12 @@ async def hub(emulator: BackgroundEmulator) -> AsyncIterator[EventHub]:
         yield hub
 
 
-async def drain(receiver: PartitionReceiver, expected: int, max_count: int = 100) -> list[Event]:
+async def drain(receiver: PartitionReceiver, expected: int, max_count: int = 100, timeout: float = 30.0) -> list[Event]:
+    """Receive until ``expected`` events arrived or ``timeout`` seconds passed (not a count of pulls: on a busy
+    machine, as in a parallel test run, a pull may bring only a few events)."""
     got: list[Event] = []
-    for _ in range(60):
-        if len(got) >= expected:
-            break
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
         got.extend(await receiver.receive_batch(max_count, max_wait=0.5))
     return got
 
