@@ -142,6 +142,11 @@ class OwnershipSession(Protocol):
         """The ownership record that names this period for a fenced store (``update_checkpoint_fenced``), if any."""
         ...
 
+    @property
+    def store_timeout(self) -> float | None:
+        """Seconds a store call for this partition may take (the consumer's ``store_timeout``), if known."""
+        ...
+
     def lost(self, operation: str, error: Exception) -> None:
         """A fenced store refused a write: the partition is another consumer's. Stop it at once, release nothing."""
         ...

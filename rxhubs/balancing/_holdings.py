@@ -25,7 +25,9 @@ class Holdings:
 
     :class:`~rxhubs.balancing._loop.BalancingLoop` builds on it: the loop talks to the store, this keeps the
     record of what came of it, and gives a partition up the moment its last renewal is older than the
-    ownership expiration (another consumer may own it by then, so reading on would make two readers).
+    ownership expiration (another consumer may own it by then, so reading on would make two readers), less the
+    store's ``timestamp_resolution`` when it has one: a blob's last-modified time is whole seconds, so others
+    see a renewal as up to a second older than it was, and may take the partition that much earlier.
     """
 
     owner_id: str
@@ -42,6 +44,7 @@ class Holdings:
     _wake: Signal
     _watchdog: abc.DisposableBase | None
     _finished: bool
+    _expiry: float  # the ownership expiration less the store's timestamp resolution
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
@@ -71,6 +74,7 @@ class Holdings:
             elif session is None:
                 ns, hub, group = self.group
                 self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
+                self.sessions[pid].store_timeout = self.settings.store_timeout or self.settings.load_balancing_interval
                 stolen = any(o.partition_id == pid for o in decision.steal)
                 _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
             else:
@@ -159,13 +163,13 @@ class Holdings:
             self._watchdog = None
         if not self.sessions or self._finished:
             return
-        due = min(s.renewed_at for s in self.sessions.values()) + self.settings.ownership_expiration
+        due = min(s.renewed_at for s in self.sessions.values()) + self._expiry
         self._watchdog = self.scheduler.schedule_relative(max(0.0, due - self._now()), lambda *_: self._expire())
 
     def _expire(self) -> None:
         now = self._now()
         for pid, session in list(self.sessions.items()):
-            if session.renewed_at + self.settings.ownership_expiration <= now:
+            if session.renewed_at + self._expiry <= now:
                 log.warning(
                     "balancing: ownership of partition %s expired (no renewal for %.1f s): stopping its reader",
                     pid,

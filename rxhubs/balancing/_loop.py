@@ -101,6 +101,10 @@ class BalancingLoop(Holdings):
         self._read_partition_ids = partition_ids
         self.owner_id = owner_id
         self.settings = settings
+        resolution = getattr(store, "timestamp_resolution", 0.0)
+        if not isinstance(resolution, int | float) or not 0 <= resolution < settings.ownership_expiration / 2:
+            resolution = 0.0
+        self._expiry = settings.ownership_expiration - resolution
         self.scheduler = scheduler
         self.listener = listener
         interval = settings.load_balancing_interval

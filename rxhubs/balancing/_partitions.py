@@ -59,6 +59,7 @@ def partitions(
     strategy: Strategy = "greedy",
     load_balancing_interval: float = DEFAULT_INTERVAL,
     ownership_expiration: float = DEFAULT_EXPIRATION,
+    store_timeout: float | None = None,
     default_start: StartInput = Position.earliest(),  # noqa: B008 - an immutable value
     start: StartInput = None,
     start_inclusive: bool | Mapping[str, bool] = False,
@@ -107,6 +108,8 @@ def partitions(
         strategy: ``"greedy"`` (converge within two intervals) or ``"balanced"`` (one partition per interval).
         load_balancing_interval: Seconds between balancing rounds.
         ownership_expiration: Seconds without renewal after which a consumer's partitions are taken over.
+        store_timeout: Seconds a store call (list, claim, fence, checkpoint read or write) may take before it
+            fails as a retriable :class:`~rxhubs.errors.StoreError` and is retried (default: one interval).
         default_start: Where to read a partition without a checkpoint (default earliest): a Position, a form
             azure-eventhub's ``starting_position`` takes (``"-1"``, ``"@latest"``, a sequence number, a
             datetime, an offset string), or a mapping of partition id to either.
@@ -173,6 +176,7 @@ def partitions(
         emit_empty,
         track_last_enqueued_event_properties,
         start_inclusive,
+        store_timeout,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)

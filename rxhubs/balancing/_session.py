@@ -70,6 +70,8 @@ class PartitionSession:
         renewed_at: When the record was last renewed (the scheduler's clock, seconds).
         period: The record passed to the store's ``fence`` when this period began (None unless the store is
             fenced): fenced checkpoint writes carry it, and fail once another consumer claimed the partition.
+        store_timeout: Seconds a store call for this partition may take: the consumer's ``store_timeout``
+            (one balancing interval unless set); the checkpoint operator bounds its writes with it.
         state: See :class:`SessionState`.
         close_reason: Why the partition stream ended, once it did.
 
@@ -94,6 +96,7 @@ class PartitionSession:
         "record",
         "renewed_at",
         "state",
+        "store_timeout",
     )
 
     def __init__(self, context: PartitionContext, record: Ownership | None = None, renewed_at: float = 0.0) -> None:
@@ -105,6 +108,7 @@ class PartitionSession:
         self.state = SessionState.CLAIMED
         self.close_reason: CloseReason | None = None
         self.period: Ownership | None = None
+        self.store_timeout: float | None = None
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
         self._failer: ErrorSink | None = None

@@ -117,6 +117,7 @@ class ConsumerSettings:
             the hub's setting.
         start_inclusive: Whether a sequence-number, time or offset start includes that event (the SDK's
             ``starting_position_inclusive``); a bool, or a mapping of partition id to bool.
+        store_timeout: Seconds a store call may take before it fails (retriable); None: one interval.
 
     Example:
         >>> settings = ConsumerSettings(owner_id="a", load_balancing_interval=2.0, ownership_expiration=6.0)
@@ -142,6 +143,7 @@ class ConsumerSettings:
     emit_empty: bool = False
     track_last_enqueued_event_properties: bool | None = None
     start_inclusive: bool | Mapping[str, bool] = False
+    store_timeout: float | None = None
     default_positions: StartOption = field(init=False, repr=False, compare=False)
     start_positions: StartOption = field(init=False, repr=False, compare=False)
     balancing: BalancingSettings = field(init=False, repr=False, compare=False)
@@ -165,7 +167,9 @@ class ConsumerSettings:
             self.emit_empty,
             self.track_last_enqueued_event_properties,
         )
-        balancing = BalancingSettings(self.load_balancing_interval, self.ownership_expiration, self.strategy)
+        balancing = BalancingSettings(
+            self.load_balancing_interval, self.ownership_expiration, self.strategy, self.store_timeout
+        )
         object.__setattr__(self, "reading", reading)
         object.__setattr__(self, "balancing", balancing)
 
@@ -177,6 +181,7 @@ class ConsumerOptions(TypedDict, total=False):
     strategy: Strategy
     load_balancing_interval: float
     ownership_expiration: float
+    store_timeout: float | None
     default_start: StartInput
     start: StartInput
     start_inclusive: bool | Mapping[str, bool]

@@ -15,7 +15,7 @@ from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine, pipeline_scheduler
+from rxhubs._rx import deadline, from_coroutine, pipeline_scheduler
 from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StoreLike, as_checkpoint_store, is_fenced
@@ -23,6 +23,9 @@ from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StoreLike, as_
 __all__ = ["checkpoint"]
 
 log = logging.getLogger("rxhubs.operators")
+
+#: Seconds a write may take when neither ``timeout`` nor the batch's session (``store_timeout``) says.
+DEFAULT_TIMEOUT = 10.0
 
 
 def is_owned(session: OwnershipSession | None) -> bool:
@@ -65,8 +68,10 @@ class _Checkpointer:
         every: int | None,
         retry: Backoff,
         position: Callable[[EventBatch], Event | None] | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.observer = observer
+        self.timeout = timeout
         self.position = position
         self.warned_reorder = False
         self.store = store
@@ -167,6 +172,10 @@ class _Checkpointer:
         if state.in_flight is not None or (self.failed and not state.waiters):
             return
         if state.pending is not None and not is_owned(state.session):
+            if self.completing or state.flushing:
+                lost = state.pending
+                log.warning("checkpoint of partition %s at sequence number %d not written: the partition is no"
+                            " longer owned (it expired or was taken over)", lost.partition_id, lost.sequence_number)
             state.pending = None
         if state.pending is None:
             self._settle(state)
@@ -214,13 +223,8 @@ class _Checkpointer:
             state.attempt += 1
             if self.retry.should_retry(error, state.attempt):
                 delay = self.retry.delay(state.attempt)
-                log.warning(
-                    "checkpoint of partition %s failed (%s); retry %d in %.1f s",
-                    checkpoint.partition_id,
-                    error,
-                    state.attempt,
-                    delay,
-                )
+                log.warning("checkpoint of partition %s failed (%s); retry %d in %.1f s",
+                            checkpoint.partition_id, error, state.attempt, delay)
                 if session is not None:
                     session.report("checkpoint", error)
 
@@ -228,7 +232,7 @@ class _Checkpointer:
                     if state.in_flight is None and state.pending is not None and is_owned(state.session):
                         self._write(state, self._now())
                     else:
-                        self._settle(state)
+                        self._maybe_write(state)  # drops a position no longer owned, then settles
 
                 self.scheduler.schedule_relative(delay, again)
                 return
@@ -236,14 +240,24 @@ class _Checkpointer:
 
         period = session.period if session is not None and self.fenced else None
         store = self.store
+        limit = self.timeout or (session.store_timeout if session is not None else None) or DEFAULT_TIMEOUT
 
         def call() -> Coroutine[Any, Any, None]:
             if period is not None:
                 return cast(FencedCheckpointStore, store).update_checkpoint_fenced(checkpoint, period)
             return store.update_checkpoint(checkpoint)
 
+        async def bounded() -> None:
+            try:
+                async with deadline(limit):
+                    await call()
+            except TimeoutError:
+                raise StoreError(
+                    f"checkpoint of partition {checkpoint.partition_id} did not answer within {limit:.1f} s"
+                ) from None
+
         try:
-            write = from_coroutine(lambda: _telemetry.hooks.checkpoint(checkpoint, session, call()))
+            write = from_coroutine(lambda: _telemetry.hooks.checkpoint(checkpoint, session, bounded()))
             write.subscribe(on_error=failed, on_completed=done, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)
@@ -253,12 +267,8 @@ class _Checkpointer:
     ) -> None:
         """The store refused the write: another consumer claimed the partition. Nothing is retried or written."""
         self.refused += 1
-        log.warning(
-            "checkpoint of partition %s at sequence number %d refused: %s",
-            checkpoint.partition_id,
-            checkpoint.sequence_number,
-            error,
-        )
+        log.warning("checkpoint of partition %s at sequence number %d refused: %s",
+                    checkpoint.partition_id, checkpoint.sequence_number, error)
         if state.session is session:
             state.pending = None
         session.lost("checkpoint", error)
@@ -318,6 +328,7 @@ def checkpoint(
     every: int | None = None,
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """Checkpoint, per partition, the last event that passed through; batches go on unchanged.
 
@@ -336,7 +347,9 @@ def checkpoint(
     across partitions. It writes nothing for a partition this consumer no longer owns (handed over, stolen,
     expired: the batch's ownership session says so), and flushes the latest position when its source
     completes or errors, when :func:`rxhubs.partitions` hands a partition over or releases it at shutdown
-    (before the release), and on a graceful stop. A failed write is retried with backoff, keeping the
+    (before the release), and on a graceful stop. Each write is bounded by ``timeout``: a store that does not
+    answer fails the write, so a stop never waits on it for long (a position not written because the partition
+    was lost meanwhile is logged). A failed write is retried with backoff, keeping the
     position (a newer one replaces it), each failure reported to ``on_partition_error`` (operation
     ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
     counts as done) and a :class:`~rxhubs.errors.StoreError` naming the partition and sequence number stops
@@ -355,6 +368,9 @@ def checkpoint(
         every: Also write after this many batches of a partition since its last write.
         retry: Backoff for failed writes (default: 0.2 s doubling to 10 s, 10 retries).
         scheduler: Scheduler for timers and writes (default: the one given at subscribe time).
+        timeout: Seconds a write may take before it counts as failed (a retriable
+            :class:`~rxhubs.errors.StoreError`) and is retried (default: the consumer's ``store_timeout``,
+            one balancing interval unless set; 10 s for batches read without balancing).
 
     Returns:
         An operator ``Observable[EventBatch] -> Observable[EventBatch]``.
@@ -375,7 +391,9 @@ def checkpoint(
         ...     hub.fully_qualified_namespace, hub.eventhub_name, "$Default").run()]
         [('0', 2)]
     """
-    return checkpoint_with(store, max_interval=max_interval, every=every, retry=retry, scheduler=scheduler)
+    return checkpoint_with(
+        store, max_interval=max_interval, every=every, retry=retry, scheduler=scheduler, timeout=timeout
+    )
 
 
 def checkpoint_with(
@@ -386,6 +404,7 @@ def checkpoint_with(
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
     position: Callable[[EventBatch], Event | None] | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """:func:`checkpoint`, recording ``position(batch)`` instead of the batch's last event (the processor form).
 
@@ -398,6 +417,8 @@ def checkpoint_with(
         raise ConfigurationError(f"max_interval must be a number of seconds >= 0 or None, got {max_interval!r}")
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise ConfigurationError(f"every must be an int >= 1 or None, got {every!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        raise ConfigurationError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
     if max_interval is None and every is None:
         raise ConfigurationError("give max_interval, every, or both: otherwise only flushes would write")
     if store is None:
@@ -414,7 +435,7 @@ def checkpoint_with(
             except ConfigurationError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff, position)
+            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff, position, timeout)
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched
             )

@@ -27,9 +27,11 @@ from rxhubs.stores._blob_client import (
     _connection_string_secrets,
     _Container,
     _environment_proxies,
+    _RecyclingTransport,
     _ThreadedContainer,
     _url_secrets,
     _wants_environment_proxies,
+    recycling,
     storage_error,
 )
 from rxhubs.stores._blob_fence import _FencedBlobWrites
@@ -75,19 +77,22 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
       or a SAS token, nor does ``repr``.
 
     Unlike the official store, the client fails fast: two retries 0.5 s apart, 10 s to connect, 30 s to read
-    (the Storage SDK's default can retry for over a minute, longer than a load-balancing interval). Proxy
-    settings from the environment are read once, not on every request. Pass ``retry_policy``,
-    ``connection_timeout``, ``read_timeout``, ``proxies``, ``transport`` or any other azure-storage-blob client
-    keyword to override.
+    (the Storage SDK's default can retry for over a minute, longer than a load-balancing interval); callers
+    bound each call further (``store_timeout``). A call that timed out, was cancelled or could not reach the
+    account drops the client's pooled connections and the next call opens new ones: a path that went silent
+    leaves dead connections in the pool, which would fail every call after it heals. Proxy settings from the
+    environment are read once. Pass ``retry_policy``, ``connection_timeout``, ``read_timeout``, ``proxies``,
+    ``transport`` or any other azure-storage-blob client keyword to override.
 
     **An existing client.** ``BlobCheckpointStore(container_client)`` takes an
     ``azure.storage.blob.aio.ContainerClient`` or a sync ``azure.storage.blob.ContainerClient`` you built, as
     the official store's samples do. Its own credential, retry policy and transport apply (the fail-fast
-    defaults above are only for clients the store builds), and the store never closes it: you opened it, you
-    close it (``async with client:``, ``client.close()``). A sync client's calls run in worker threads
-    (``asyncio.to_thread``), so they never block the event loop. The store does not rebuild it as an aio
-    client: a sync client may hold a sync token credential (``azure.identity.DefaultAzureCredential``), which
-    an aio client cannot await, and pipeline settings (proxies, policies, transport) a copy would drop.
+    defaults above are only for clients the store builds), and the store never closes it, nor drops its
+    connections after a failed call: you opened it, you close it (``async with client:``, ``client.close()``).
+    A sync client's calls run in worker threads (``asyncio.to_thread``), so they never block the event loop.
+    The store does not rebuild it as an aio client: a sync client may hold a sync token credential
+    (``azure.identity.DefaultAzureCredential``), which an aio client cannot await, and pipeline settings
+    (proxies, policies, transport) a copy would drop.
 
     Args:
         account_url: The blob service URL, e.g. ``https://myaccount.blob.core.windows.net``; or an existing
@@ -119,6 +124,9 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         >>> client.close()
     """
 
+    #: ``last_modified_time`` is whole seconds: a consumer gives a partition up this much before its expiry.
+    timestamp_resolution = 1.0
+
     def __init__(
         self,
         account_url: str | ContainerClient | SyncContainerClient,
@@ -148,13 +156,12 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         if not isinstance(account_url, str) or not account_url.startswith(("http://", "https://")):
             raise ConfigurationError("account_url must be an http(s) URL of a blob service")
         secrets = _url_secrets(account_url)
+        options = _client_options(account_url, client_kwargs)
         try:
-            built = ContainerClient(
-                account_url, str(container_name), credential=credential, **_client_options(account_url, client_kwargs)
-            )
+            built = ContainerClient(account_url, str(container_name), credential=credential, **options)
         except ValueError as exc:
             raise ConfigurationError(f"invalid blob store settings: {redact(str(exc), secrets)}") from exc
-        self._setup(built, create_container, secrets)
+        self._setup(built, create_container, secrets, transport=options["transport"])
 
     @classmethod
     def from_connection_string(
@@ -183,13 +190,11 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         if not isinstance(conn_str, str) or not conn_str.strip():
             raise ConfigurationError("the storage connection string is empty")
         try:
-            client = ContainerClient.from_connection_string(
-                conn_str, container_name, **_client_options(None, client_kwargs)
-            )
+            options = _client_options(None, client_kwargs)
+            client = ContainerClient.from_connection_string(conn_str, container_name, **options)
             if _wants_environment_proxies(client_kwargs) and _environment_proxies(client.url):
-                client = ContainerClient.from_connection_string(
-                    conn_str, container_name, **_client_options(client.url, client_kwargs)
-                )
+                options = _client_options(client.url, client_kwargs)
+                client = ContainerClient.from_connection_string(conn_str, container_name, **options)
         except (ValueError, AzureError) as exc:
             raise ConfigurationError(
                 "malformed storage connection string (expected e.g. 'DefaultEndpointsProtocol=https;"
@@ -197,12 +202,11 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
                 f"{redact(str(exc), secrets)}"
             ) from exc
         store = cls.__new__(cls)
-        store._setup(client, create_container, secrets)
+        store._setup(client, create_container, secrets, transport=options["transport"])
         return store
 
-    def _setup(
-        self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True
-    ) -> None:
+    def _setup(self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True,
+               transport: object = None) -> None:
         key = getattr(client.credential, "account_key", None)
         self._secrets = [s for s in [*secrets, key if isinstance(key, str) else ""] if s]
         self._client = client
@@ -213,6 +217,8 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
         self._blobs: dict[str, _Blob] = {}
         self._fences: dict[str, tuple[str, str]] = {}
         self._url = client.url.split("?", 1)[0]
+        self._stale, self._recycle_lock = False, asyncio.Lock()
+        self._transport = transport if isinstance(transport, _RecyclingTransport) else None
 
     @property
     def container_name(self) -> str:
@@ -234,7 +240,10 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
 
     def _error(self, exc: BaseException, what: str) -> StoreError:
         """Translate an azure-storage-blob / transport failure into a StoreError with a safe message."""
-        return storage_error(exc, f"blob store {self._url}: {what}", self.container_name, self._secrets)
+        error = storage_error(exc, f"blob store {self._url}: {what}", self.container_name, self._secrets)
+        if error.retriable:
+            self._mark_stale()  # a claim failing next to won ones is logged, not raised: mark it here
+        return error
 
     async def _ensure_container(self) -> None:
         if not self._create_container:
@@ -293,6 +302,7 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
 
     # -- the contract ----------------------------------------------------------------------------------
 
+    @recycling
     async def list_ownership(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
     ) -> list[Ownership]:
@@ -308,19 +318,11 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
                     prefix + partition_id,
                 )
                 owner_id = ""
-            result.append(
-                Ownership(
-                    fully_qualified_namespace,
-                    eventhub_name,
-                    consumer_group,
-                    partition_id,
-                    owner_id,
-                    last_modified,
-                    etag,
-                )
-            )
+            group = (fully_qualified_namespace, eventhub_name, consumer_group)
+            result.append(Ownership(*group, partition_id, owner_id, last_modified, etag))
         return result
 
+    @recycling
     async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
         """Compare-and-swap every record, all partitions concurrently; return those won.
 
@@ -345,6 +347,7 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
             logger.warning("%s", error)
         return won
 
+    @recycling
     async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Set the checkpoint blob's metadata, uploading the blob the first time."""
         name = (
@@ -382,6 +385,7 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
             if isinstance(result, BaseException):
                 raise result
 
+    @recycling
     async def list_checkpoints(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
     ) -> list[Checkpoint]:

@@ -10,22 +10,29 @@ import asyncio
 import functools
 import re
 import urllib.request
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
+import aiohttp
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient, LinearRetry
 
 from rxhubs.errors import ConfigurationError, StoreError
-from rxhubs.stores._common import redact
+from rxhubs.stores._common import logger, redact
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobClient as SyncBlobClient
     from azure.storage.blob.aio import BlobClient
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_S = TypeVar("_S", bound="_Recycling")
+
+#: How long dropping the old connections may take before the store goes on without waiting for it.
+_CLOSE_TIMEOUT = 2.0
 
 _CONTAINER_NAME = re.compile(r"[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
 _SECRET_KEYS = {"accountkey", "sharedaccesssignature", "sig"}
@@ -90,6 +97,78 @@ _Container: TypeAlias = "ContainerClient | _ThreadedContainer"
 _Blob: TypeAlias = "BlobClient | _ThreadedBlob"
 
 
+class _RecyclingTransport(AioHttpTransport):  # type: ignore[misc]
+    """azure-core's aiohttp transport, whose HTTP session (every pooled connection) can be swapped for a new one."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._trust_env = bool(kwargs.get("use_env_settings", True))
+
+    async def recycle(self) -> None:
+        """Go on with a new session; close the old one (its connections may be dead: never wait long on it)."""
+        old: aiohttp.ClientSession | None = self.session  # type: ignore[has-type]
+        if old is None:
+            return  # never opened, or closed with the client: the next request opens a new one
+        self.session = aiohttp.ClientSession(
+            trust_env=self._trust_env, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
+        )
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT):
+                await old.close()
+        except Exception as exc:  # the old session is dropped either way
+            logger.debug("closing an HTTP session: %r", exc)
+
+
+class _Recycling:
+    """Drops the pooled HTTP connections of a client the store built after a call failed or was abandoned.
+
+    A call that timed out, was cancelled (a caller's ``store_timeout``) or could not reach the account may have
+    left dead connections in the pool (a path that went silent keeps them open but mute); reusing one would fail
+    the next call too, and the next, until the ownership expired. So such a call marks the transport *stale*,
+    and the next call first swaps its HTTP session for a new one. A client passed in by the user (or built
+    with the user's ``transport``) is left alone.
+    """
+
+    _transport: _RecyclingTransport | None
+    _url: str
+    _stale: bool
+    _recycle_lock: asyncio.Lock
+
+    def _mark_stale(self) -> None:
+        self._stale = self._transport is not None
+
+    async def _fresh(self) -> None:
+        if not self._stale or self._transport is None:
+            return
+        async with self._recycle_lock:
+            if not self._stale:
+                return
+            self._stale = False
+            logger.debug("blob store %s: a call failed or timed out: going on over new connections", self._url)
+            await self._transport.recycle()
+
+
+def recycling(
+    method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _T]]:
+    """Run a store call on fresh connections if the last one failed; mark them stale if this one fails."""
+
+    @functools.wraps(method)
+    async def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        await self._fresh()
+        try:
+            return await method(self, *args, **kwargs)
+        except (asyncio.CancelledError, TimeoutError):
+            self._mark_stale()
+            raise
+        except StoreError as exc:
+            if exc.retriable:
+                self._mark_stale()
+            raise
+
+    return call
+
+
 async def _in_thread(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
@@ -140,6 +219,9 @@ def _client_options(url: str | None, options: dict[str, Any]) -> dict[str, Any]:
         proxies = _environment_proxies(url) if url else None
         if proxies:
             options["proxies"] = proxies
+    if "transport" not in options:  # one the store can swap the HTTP session of (see _Recycling)
+        names = ("connection_timeout", "read_timeout", "use_env_settings", "connection_data_block_size")
+        options["transport"] = _RecyclingTransport(**{k: options[k] for k in names if k in options})
     return options
 
 

@@ -32,7 +32,7 @@ from azure.core.exceptions import AzureError, ResourceModifiedError, ResourceNot
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import RxHubsError, StoreError
-from rxhubs.stores._blob_client import _Blob
+from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
 from rxhubs.stores._common import lost, normalize_etag, parse_offset, parse_sequence_number
 
 __all__ = ["FENCE_KEY"]
@@ -54,7 +54,7 @@ def _names(o: Ownership) -> tuple[str, str]:
     return prefix + "ownership/" + o.partition_id.lower(), prefix + "checkpoint/" + o.partition_id.lower()
 
 
-class _FencedBlobWrites:
+class _FencedBlobWrites(_Recycling):
     """The two fencing verbs of :class:`~rxhubs.stores.BlobCheckpointStore` (a mixin)."""
 
     _url: str
@@ -69,6 +69,7 @@ class _FencedBlobWrites:
     async def _create_only(self, blob: _Blob, metadata: dict[str, str]) -> dict[str, Any] | None:
         raise NotImplementedError
 
+    @recycling
     async def fence(self, ownership: Ownership) -> Checkpoint | None:
         """Begin ``ownership``'s period: stamp the checkpoint blob with it (same position); return the position.
 
@@ -117,6 +118,7 @@ class _FencedBlobWrites:
             f"blob changed {_ATTEMPTS} times in a row"
         )
 
+    @recycling
     async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
         """Set the checkpoint blob's metadata ``If-Match`` the etag this period last saw.
 

@@ -63,6 +63,7 @@ class Consumer(threading.Thread):
         self.rows: list[Row] = []
         self.committed: list[Row] = []  # what passed every operator up to the checkpoint
         self.errors: list[tuple[str, BaseException]] = []
+        self.operations: list[tuple[str, BaseException]] = []  # (ErrorContext.operation, error), as reported
         self.closed: list[tuple[str, Any]] = []
         self.outcome: BaseException | None = None
         self.finished = threading.Event()
@@ -93,6 +94,7 @@ class Consumer(threading.Thread):
 
         def on_error(context: Any, error: BaseException) -> None:
             self.errors.append((context.partition_id, error))
+            self.operations.append((context.operation, error))
 
         def on_close(context: Any, reason: Any) -> None:
             self.closed.append((context.partition_id, reason))

@@ -181,6 +181,25 @@ def test_a_persistent_store_failure_is_a_store_error_naming_the_position() -> No
         assert stored(inner) == {"0": 0}  # the last checkpoint written stays: nothing after it counts as done
 
 
+def test_a_write_the_store_never_answers_fails_at_the_timeout_and_is_retried() -> None:
+    with marble_test() as t:
+        inner = InMemoryCheckpointStore()
+        store = ProxyStore(inner, t.scheduler)
+        store.silent = True  # calls hang until the path heals
+        t.at(4.0, lambda: setattr(store, "silent", False))
+        results = t.start(
+            t.cold("-a------|", lookup()).pipe(
+                hops.checkpoint(store, max_interval=0.0, timeout=1.0, retry=Backoff(initial=0.5))
+            )
+        )
+        # a at 1 (no answer: fails at 2), again at 2.5 (fails at 3.5), again at 4.5: written
+        assert [t - 200.0 for t, verb in store.calls if "checkpoint" in verb] == [1.0, 2.5, 4.5]
+        assert stored(inner) == {"0": 0}
+        assert results[-1] == ReactiveTest.on_completed(208.0)
+    with pytest.raises(ConfigurationError):
+        hops.checkpoint(inner, timeout=0)
+
+
 def test_works_with_plain_partition_batches() -> None:
     with marble_test() as t:
         hub = t.hub({"0": "-a-b-c"})
