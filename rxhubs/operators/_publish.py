@@ -25,6 +25,9 @@ __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_groupe
 #: Most sends of one batch in flight at once (one per distinct partition key or id).
 MAX_SENDS = 32
 
+#: Seconds a send through an Azure target waits before it takes its lane's queued batches (more per send).
+LINGER = 0.01
+
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
 Groups = dict[Route, list[OutgoingEvent]]  # events by routing, each list in source order
 
@@ -125,6 +128,10 @@ class _Publish:
             self.partition_key: Callable[[Event], Any] | None = _own_key
         else:
             self.partition_key = partition_key
+        # azure-eventhub's producer sends one batch at a time unless a partition id is given (a lock held for
+        # the whole send): a lane lingers a moment, waits its turn, then takes every batch queued by then.
+        serial = type(target).__module__.startswith("rxhubs.transport") and partition_id is None
+        self.gate: _Gate | None = _Gate() if serial else None
 
     def groups(self, batch: EventBatch, groups: Groups) -> Groups:
         """Add ``batch``'s outgoing events to ``groups``, by routing."""
@@ -168,6 +175,20 @@ class _Publish:
                 target=self.name,
                 retriable=is_retriable(exc),
             ) from exc
+
+
+class _Gate:
+    """One send at a time, each after a short linger (its lane gathers more batches meanwhile)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+
+    async def __aenter__(self) -> None:
+        await asyncio.sleep(LINGER)
+        await self.lock.acquire()
+
+    async def __aexit__(self, *_: object) -> None:
+        self.lock.release()
 
 
 def _own_key(event: Event) -> str | None:
@@ -275,7 +296,8 @@ def publish(
                 observer.on_error(exc)
                 return Disposable()
             state = _Processor(
-                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send
+                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send,
+                gate=work.gate,
             )
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched
