@@ -26,7 +26,7 @@ __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_groupe
 MAX_SENDS = 32
 
 #: Seconds a send through an Azure target waits before it takes its lane's queued batches (more per send).
-LINGER = 0.01
+LINGER = 0.02
 
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
 Groups = dict[Route, list[OutgoingEvent]]  # events by routing, each list in source order
@@ -221,8 +221,10 @@ def publish(
 
     **Order, backpressure.** Batches of one source partition are published one send at a time, in order (those
     that queued behind a send go out together in the next), so events with the same key (or partition id)
-    reach the target in their source order. Each batch is held (its lease) until its events were
-    acknowledged: a slow target slows the source, and ``max_inflight`` bounds memory.
+    reach the target in their source order. Through an Azure target without ``partition_id`` (its producer
+    sends one batch at a time) a partition's send waits 20 ms and its turn, then takes all that queued by then.
+    Each batch is held (its lease) until its events were acknowledged: a slow target slows the source, and
+    ``max_inflight`` bounds memory.
 
     **Failures.** The target retries as it is configured to (``rxhubs.EventHub``'s ``retry_total``, the SDK
     producer's own); then, after ``retry`` (default: none), the batch is poison: with ``on_poison``
