@@ -42,6 +42,8 @@ COALESCE = 0.005
 _SUPPORTED = ((5, 11), (6, 0))  # [from, to): the versions whose private parts this module was checked against
 _CONSUMER_PARTS = ("_open", "_message_buffer", "_handle_exception", "close", "_prefetch", "_create_handler")
 _CLIENT_PARTS = ("_create_auth_async", "_auth_uri", "_conn_manager_async", "_address", "_amqp_transport")
+#: Upper bound on each step of closing a link (it sends; normally milliseconds).
+_CLOSE_BOUND = 5.0
 #: Seconds between the steps of opening a link (the SDK waits 50 ms between its steps: connection, CBS
 #: authentication, attach, each needing a reply from the service).
 _OPEN_POLL = 0.002
@@ -222,13 +224,13 @@ async def receive_direct(
                 error = mapped
             raise error from exc
     finally:
-        if drainer is not None:
+        if drainer is not None and not drainer.get_loop().is_closed():  # (a coroutine collected after its loop)
             drainer.cancel()
-        try:
-            await asyncio.shield(consumer.close())
+        try:  # each step bounded: closing over a dead path must not hold up the error it ends with
+            await asyncio.wait_for(asyncio.shield(consumer.close()), _CLOSE_BOUND)
             # the SDK leaves a connection it was still opening (no session yet) to the garbage collector
             connection = getattr(link.handler, "_connection", None)
             if connection is not None:
-                await asyncio.shield(connection.close())
+                await asyncio.wait_for(asyncio.shield(connection.close()), _CLOSE_BOUND)
         except Exception as exc:  # closing is best effort; the outcome above is what counts
             _log.debug("closing the consumer of partition %s failed: %r", partition_id, exc)

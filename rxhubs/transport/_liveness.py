@@ -45,8 +45,6 @@ DEFAULT_MANAGEMENT_TIMEOUT = 30.0
 _LOOK_EVERY = 1.0
 #: The second look at a path found dead, after the reader had a chance to take what the socket holds.
 _CONFIRM = 0.05
-#: How long a cut-off receive may take to close its consumer (closing sends, never waits for an answer).
-_CLOSE_BOUND = 5.0
 #: pyamqp connection states in which the Open (carrying the idle timeout) has been sent.
 _OPEN_SENT = frozenset({"OPEN_PIPE", "OPEN_SENT", "OPENED"})
 _WARNED = "_rxhubs_warned"
@@ -260,20 +258,29 @@ def _collect_abandoned(task: asyncio.Task[Any]) -> None:
 
 
 async def watched(work: Coroutine[Any, Any, T], watchdog: Watchdog, stalled: Callable[[float], Exception]) -> T:
-    """Await ``work`` unless ``watchdog`` finds the path dead first: then cancel it and raise ``stalled(silent)``."""
-    reader = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(watchdog.watch())
+    """Await ``work`` unless ``watchdog`` finds the path dead first: then cancel it and raise ``stalled(silent)``.
+
+    ``work`` runs in the caller's task (its clean-up, closing the link, is the caller's, as without a watchdog:
+    a caller that closes the receiver waits for it); the watchdog runs beside it and cancels that task once the
+    path is dead. A cancel from elsewhere at the same moment stays a cancel.
+    """
+    current = asyncio.current_task()
+    assert current is not None
+    silence: list[float] = []
+
+    async def watch() -> None:
+        silence.append(await watchdog.watch())
+        current.cancel()
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait({reader, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if reader.done():
-            return reader.result()
-        raise stalled(watcher.result())
+        return await work
+    except asyncio.CancelledError:
+        if silence and current.uncancel() == 0:  # our own cancel, and no one else's
+            raise stalled(silence[0]) from None
+        raise
     finally:
         watcher.cancel()
-        if not reader.done():
-            reader.cancel()  # it closes its consumer: that sends, and waits for no answer
-            reader.add_done_callback(_settle)
-            await asyncio.wait({reader}, timeout=_CLOSE_BOUND)
 
 
 async def bounded(work: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
