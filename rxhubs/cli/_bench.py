@@ -32,6 +32,7 @@ SCENARIOS = {
     "workers": "rxhubs.bench._workers",
     "silent": "rxhubs.bench._silent",
     "publish": "rxhubs.bench._publish",
+    "chaos": "rxhubs.bench._chaos",
 }
 
 EXAMPLES = """
@@ -60,13 +61,17 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="the least that runs every step, seconds per scenario (CI; the figures are not measurements)",
     )
-    parser.add_argument("--duration", type=float, default=None, help="seconds, for time-based scenarios (soak)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="seconds, for time-based scenarios (soak; chaos: 480)")
     parser.add_argument(
         "--plot",
         metavar="DIR",
         default=None,
         help="also draw docs/performance.md's plots into DIR (throughput bars; the rebalance timeline)",
     )
+    # chaos: rxhubs bench chaos --seed N --duration S --out DIR (docs/testing.md, "Chaos run")
+    parser.add_argument("--seed", type=int, default=None, help="chaos: the schedule's seed (default: random, printed)")
+    parser.add_argument("--out", metavar="DIR", default=None, help="chaos: folder for ledgers and report")
     parser.set_defaults(run=run)
 
 
@@ -100,7 +105,7 @@ def scenario_list() -> str:
 def run(args: argparse.Namespace) -> int:
     available = _available()
     if args.scenario == "all":
-        names = available
+        names = [name for name in available if name != "chaos"]  # chaos runs alone, by name
     elif args.scenario in available:
         names = [args.scenario]
     else:
@@ -120,4 +125,5 @@ def run(args: argparse.Namespace) -> int:
 
         for path in draw(Path(args.plot), every, rebalance="rebalance" in names):
             print(f"wrote {path}", file=sys.stderr, flush=True)
-    return 0
+    # a chaos run that failed its checks fails the command
+    return 1 if any(f.get("metric") == "verdict" and f.get("met") is False for f in every) else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -87,9 +88,11 @@ class _Processor:
         blocking: bool,
         operation: str = "process",
         group: Callable[[list[EventBatch]], Any] | None = None,
+        gate: Any = None,
     ) -> None:
         self.operation = operation
         self.group = group
+        self.gate = gate  # an async lock a lane's group attempt takes before it picks its batches, or None
         self.observer = observer
         self.scheduler = scheduler
         self.fn = fn
@@ -134,14 +137,11 @@ class _Processor:
     # -- the work ------------------------------------------------------------------------------------------
     def _start(self, lane: _Lane) -> None:
         if self.group is not None and lane.running == 0 and not (lane.failed or self.terminated):
-            waiting = []  # with a group function, what queued behind a busy lane goes in one attempt
-            for entry in lane.entries:
-                if entry.done or entry.running or entry.timer is not None or entry.attempts or entry.solo:
-                    break
-                waiting.append(entry)
+            waiting = self._waiting(lane)  # with a group function, what queued behind a busy lane goes together
+            if waiting and self.gate is not None:
+                return self._attempt_gated(lane, self.gate, waiting[0])
             if len(waiting) > 1:
-                self._attempt_group(lane, waiting)
-                return
+                return self._attempt_group(lane, waiting)
         for entry in list(lane.entries):  # work that completes at once emits (and pops) while this runs
             if lane.running >= self.concurrency or lane.failed or self.terminated:
                 return
@@ -161,6 +161,11 @@ class _Processor:
             scheduler=self.scheduler,
         )
 
+    @staticmethod
+    def _waiting(lane: _Lane) -> list[_Entry]:
+        fresh = lambda e: not (e.done or e.running or e.timer is not None or e.attempts or e.solo)  # noqa: E731
+        return list(itertools.takewhile(fresh, lane.entries))
+
     def _attempt_group(self, lane: _Lane, entries: list[_Entry]) -> None:
         """One attempt at several batches (one slot); if it fails, each is tried again on its own."""
         group = self.group
@@ -169,25 +174,54 @@ class _Processor:
             entry.running = True
         lane.running += 1
         batches = [entry.batch for entry in entries]
+        work = from_coroutine(lambda: _telemetry.hooks.process(batches[-1], 1, _run_group(group, batches)))
+        entries[0].task = work.subscribe(
+            on_completed=lambda: self._group_done(lane, entries),
+            on_error=lambda error: self._group_failed(lane, entries, error),
+            scheduler=self.scheduler,
+        )
+
+    def _attempt_gated(self, lane: _Lane, gate: Any, first: _Entry) -> None:
+        """Take the gate, then every batch queued by then, in one attempt (one batch: an ordinary attempt)."""
+        group, taken = self.group, []
+        assert group is not None
+        lane.running += 1
+
+        async def run() -> None:
+            async with gate:
+                if self.terminated or lane.failed:
+                    return
+                taken.extend(self._waiting(lane))
+                for entry in taken:
+                    entry.running = True
+                if len(taken) == 1:
+                    taken[0].attempts += 1
+                batches = [entry.batch for entry in taken]
+                await _telemetry.hooks.process(batches[-1], taken[0].attempts or 1, _run_group(group, batches))
 
         def done() -> None:
-            lane.running -= 1
-            for entry in entries:
-                entry.running, entry.done = False, True
-            self._emit_ready(lane)
-            self._start(lane)
+            self._succeeded(lane, taken[0]) if len(taken) == 1 else self._group_done(lane, taken)
 
         def failed(error: Exception) -> None:
-            lane.running -= 1
-            for entry in entries:
-                entry.running, entry.solo = False, True
-            if not (self.terminated or lane.failed):
-                log.info("partition %s: %s of %d batches failed (%r); each is tried on its own",
-                         batches[0].partition_id, self.operation, len(batches), error)
-                self._start(lane)
+            self._failed(lane, taken[0], error) if len(taken) == 1 else self._group_failed(lane, taken, error)
 
-        work = from_coroutine(lambda: _telemetry.hooks.process(batches[-1], 1, _run_group(group, batches)))
-        entries[0].task = work.subscribe(on_completed=done, on_error=failed, scheduler=self.scheduler)
+        first.task = from_coroutine(run).subscribe(on_completed=done, on_error=failed, scheduler=self.scheduler)
+
+    def _group_done(self, lane: _Lane, entries: list[_Entry]) -> None:
+        lane.running -= 1
+        for entry in entries:
+            entry.running, entry.done = False, True
+        self._emit_ready(lane)
+        self._start(lane)
+
+    def _group_failed(self, lane: _Lane, entries: list[_Entry], error: Exception) -> None:
+        lane.running -= 1
+        for entry in entries:
+            entry.running, entry.solo = False, True
+        if entries and not (self.terminated or lane.failed):
+            log.info("partition %s: %s of %d batches failed (%r); each is tried on its own",
+                     entries[0].batch.partition_id, self.operation, len(entries), error)
+            self._start(lane)
 
     def _succeeded(self, lane: _Lane, entry: _Entry) -> None:
         if not entry.running:
@@ -236,13 +270,8 @@ class _Processor:
         """Hand a poison batch to ``on_poison``; once it returned, the batch moves on (and may be checkpointed)."""
         handler, batch = self.on_poison, entry.batch
         assert handler is not None
-        log.error(
-            "partition %s: batch %s failed %d times (%r): handed to on_poison",
-            batch.partition_id,
-            _span(batch),
-            entry.attempts,
-            error,
-        )
+        log.error("partition %s: batch %s failed %d times (%r): handed to on_poison",
+                  batch.partition_id, _span(batch), entry.attempts, error)
         entry.running = True
         lane.running += 1
 

@@ -25,6 +25,9 @@ __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_groupe
 #: Most sends of one batch in flight at once (one per distinct partition key or id).
 MAX_SENDS = 32
 
+#: Seconds a send through an Azure target waits before it takes its lane's queued batches (more per send).
+LINGER = 0.02
+
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
 Groups = dict[Route, list[OutgoingEvent]]  # events by routing, each list in source order
 
@@ -125,6 +128,10 @@ class _Publish:
             self.partition_key: Callable[[Event], Any] | None = _own_key
         else:
             self.partition_key = partition_key
+        # azure-eventhub's producer sends one batch at a time unless a partition id is given (a lock held for
+        # the whole send): a lane lingers a moment, waits its turn, then takes every batch queued by then.
+        serial = type(target).__module__.startswith("rxhubs.transport") and partition_id is None
+        self.gate: _Gate | None = _Gate() if serial else None
 
     def groups(self, batch: EventBatch, groups: Groups) -> Groups:
         """Add ``batch``'s outgoing events to ``groups``, by routing."""
@@ -170,6 +177,20 @@ class _Publish:
             ) from exc
 
 
+class _Gate:
+    """One send at a time, each after a short linger (its lane gathers more batches meanwhile)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+
+    async def __aenter__(self) -> None:
+        await asyncio.sleep(LINGER)
+        await self.lock.acquire()
+
+    async def __aexit__(self, *_: object) -> None:
+        self.lock.release()
+
+
 def _own_key(event: Event) -> str | None:
     return event.partition_key
 
@@ -200,8 +221,10 @@ def publish(
 
     **Order, backpressure.** Batches of one source partition are published one send at a time, in order (those
     that queued behind a send go out together in the next), so events with the same key (or partition id)
-    reach the target in their source order. Each batch is held (its lease) until its events were
-    acknowledged: a slow target slows the source, and ``max_inflight`` bounds memory.
+    reach the target in their source order. Through an Azure target without ``partition_id`` (its producer
+    sends one batch at a time) a partition's send waits 20 ms and its turn, then takes all that queued by then.
+    Each batch is held (its lease) until its events were acknowledged: a slow target slows the source, and
+    ``max_inflight`` bounds memory.
 
     **Failures.** The target retries as it is configured to (``rxhubs.EventHub``'s ``retry_total``, the SDK
     producer's own); then, after ``retry`` (default: none), the batch is poison: with ``on_poison``
@@ -275,7 +298,8 @@ def publish(
                 observer.on_error(exc)
                 return Disposable()
             state = _Processor(
-                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send
+                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send,
+                gate=work.gate,
             )
             state.upstream.disposable = source.subscribe(
                 state.on_next, state.on_error, state.on_completed, scheduler=sched

@@ -163,13 +163,12 @@ class EventHub:
         self._fixed_backoff = settings.fixed_backoff
         self._secrets = self._clients.secrets
         self._producer: EventHubProducerClient | None = None
+        self._retired: list[EventHubProducerClient] = []  # producers that knew fewer partitions, closed last
         self._partition_ids: tuple[str, ...] | None = None
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
         self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
         self._closed = False
-
-    # -- identity --------------------------------------------------------------------------------------------
 
     @property
     def fully_qualified_namespace(self) -> str:
@@ -183,8 +182,6 @@ class EventHub:
 
     def __repr__(self) -> str:
         return f"EventHub(fully_qualified_namespace={self._namespace!r}, eventhub_name={self._eventhub_name!r})"
-
-    # -- SDK clients -----------------------------------------------------------------------------------------
 
     def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient:
         return self._clients.consumer(consumer_group)
@@ -219,8 +216,6 @@ class EventHub:
                 await asyncio.sleep(min(delay, self._backoff_max))
                 attempt += 1
 
-    # -- management ------------------------------------------------------------------------------------------
-
     async def get_properties(self) -> EventHubProperties:
         """The hub's name, creation time and partition ids.
 
@@ -241,6 +236,10 @@ class EventHub:
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
         ids = tuple(str(p) for p in raw["partition_ids"])
+        if self._producer is not None and self._partition_ids is not None and set(ids) - set(self._partition_ids):
+            # the SDK's producer refuses partition ids it did not read when it opened: partitions were added
+            self._retired.append(self._producer)
+            self._producer = None
         self._partition_ids = ids
         created = raw.get("created_at")
         return EventHubProperties(name=str(raw["eventhub_name"]), created_at=created, partition_ids=ids)
@@ -433,8 +432,9 @@ class EventHub:
         receivers = list(self._receivers)
         await asyncio.gather(*(r.close() for r in receivers), return_exceptions=True)
         await self._orphans.close(timeout=5.0)
-        producer, self._producer = self._producer, None
-        if producer is not None:
+        producers = [*self._retired, *([self._producer] if self._producer is not None else [])]
+        self._producer, self._retired = None, []
+        for producer in producers:
             try:
                 await producer.close()
             except Exception as exc:  # closing must not fail the caller

@@ -66,7 +66,10 @@ def test_help_lists_every_scenario_with_its_description() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(330)  # a Spark scenario starts a JVM and Python workers: slow on a busy machine
-@pytest.mark.parametrize("scenario", [pytest.param(name, marks=NEEDS.get(name, [])) for name in SCENARIOS])
+# chaos --smoke (seed 32, 60 s) is tests/bench/test_chaos_run.py, which also checks what the run felt
+@pytest.mark.parametrize(
+    "scenario", [pytest.param(name, marks=NEEDS.get(name, [])) for name in SCENARIOS if name != "chaos"]
+)
 def test_scenario_runs_in_its_smoke_form_and_prints_figures(scenario: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "rxhubs.cli", "bench", scenario, "--smoke", "--json"],

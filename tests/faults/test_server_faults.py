@@ -203,3 +203,16 @@ def test_new_partitions_are_claimed_and_read_within_two_intervals_in_virtual_tim
     assert group.missing() == [] and group.overlaps() == []
     rounds = group.scheduler.clock / interval * 2  # two consumers
     assert group.hub.reads <= rounds * 1.5  # about one read per round (each is one management call)
+
+
+@pytest.mark.slow
+async def test_an_event_hub_sends_to_partitions_added_after_its_first_send(emulator_factory: Any) -> None:
+    emulator = emulator_factory(hubs={HUB: 2})
+    async with rxhubs.EventHub.from_connection_string(emulator.connection_string(HUB)) as hub:
+        await hub.send([b"before"], partition_id="1")  # the SDK's producer reads the ids (2) when it opens
+        emulator.faults.add_partitions(HUB, 4)
+        await hub.send([b"after"], partition_id="3")  # refused as "Invalid partition" by a producer that knew 2
+        assert list(await hub.get_partition_ids()) == ["0", "1", "2", "3"]
+    reader = rxhubs.EventHub.from_connection_string(emulator.connection_string(HUB))
+    async with reader, reader.receiver("3") as receiver:
+        assert [e.body for e in await receiver.receive_batch(10, max_wait=5.0)] == [b"after"]
