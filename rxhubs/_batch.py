@@ -10,16 +10,19 @@ Besides its events, an :class:`EventBatch` carries three private things rxhubs o
   checkpoint operator uses it to checkpoint only a contiguous prefix of what it has seen, so a pipeline that
   reorders batches can never make it pass unfinished work;
 * the partition's **ownership session** (:class:`OwnershipSession`), when read by :func:`rxhubs.partitions`:
-  whether the partition is still owned, where to report an error, and how to stop just this partition.
+  whether the partition is still owned, where to report an error, and how to stop just this partition;
+* its **state deltas** (``_state``, :class:`rxhubs._state.StateDelta`): what stateful operators changed for it,
+  folded into the committed state by the checkpoint operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rxhubs._models import Event, LastEnqueuedEventProperties, Ownership, PartitionContext
+from rxhubs._state import OperatorState, StateDelta
 
 if TYPE_CHECKING:
     from reactivex import Observable
@@ -151,6 +154,11 @@ class OwnershipSession(Protocol):
         """A fenced store refused a write: the partition is another consumer's. Stop it at once, release nothing."""
         ...
 
+    @property
+    def restored_state(self) -> Mapping[str, OperatorState] | None:
+        """The operator state committed with the checkpoint this period started from (None if there was none)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class EventBatch(Sequence[Event]):
@@ -179,6 +187,7 @@ class EventBatch(Sequence[Event]):
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
     _session: OwnershipSession | None = field(default=None, compare=False, repr=False)
     _origin: Origin | None = field(default=None, compare=False, repr=False)
+    _state: tuple[StateDelta, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def partition_id(self) -> str:
@@ -212,7 +221,9 @@ class EventBatch(Sequence[Event]):
 
     def with_events(self, events: Sequence[Event]) -> EventBatch:
         """A batch with the same context, in-flight accounting and origin, carrying other events (e.g. filtered)."""
-        return EventBatch(self.context, tuple(events), self.last_enqueued, self._lease, self._session, self._origin)
+        return EventBatch(
+            self.context, tuple(events), self.last_enqueued, self._lease, self._session, self._origin, self._state
+        )
 
     def __len__(self) -> int:
         return len(self.events)

@@ -21,6 +21,7 @@ so the original is always on ``__cause__``.
     │   └── CorruptRecordError        a stored record could not be parsed
     ├── SinkError                     a sink (e.g. a Spark write) failed after its retries
     │   └── PublishError              events could not be published to a hub (names the source partition)
+    ├── StateError                    operator state cannot be kept or restored (corrupt, changed, too big)
     └── EmulatorError                 the local emulator could not start or serve
 
 Messages never include secrets: connection strings are shown with their keys redacted.
@@ -49,6 +50,7 @@ __all__ = [
     "ReceiverClosedError",
     "RxHubsError",
     "SinkError",
+    "StateError",
     "StoreError",
     "TransportError",
 ]
@@ -144,6 +146,16 @@ class PublishError(SinkError):
         super().__init__(message, retriable=retriable)
         self.partition_id = partition_id
         self.target = target
+
+
+class StateError(RxHubsError):
+    """Operator state (``hops.window``, ``hops.scan_state``) cannot be kept or restored.
+
+    Saved state that is corrupt, saved under other operator parameters, or grown past its size cap. Not
+    retriable: the partition stops (and is released) rather than go on with wrong state.
+    """
+
+    default_retriable = False
 
 
 class EmulatorError(RxHubsError):

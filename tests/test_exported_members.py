@@ -55,7 +55,7 @@ EXPORTS = {
     "rxhubs.errors": {
         "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
-        "PublishError", "SinkError", "StoreError", "TransportError",
+        "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
     "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
     "rxhubs.balancing": {

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import reactivex
@@ -39,6 +39,7 @@ from reactivex.disposable import CompositeDisposable, Disposable
 
 from rxhubs._batch import OwnershipSession
 from rxhubs._models import CloseReason, Ownership, PartitionContext
+from rxhubs._state import OperatorState
 
 __all__ = ["Flusher", "PartitionSession", "SessionState"]
 
@@ -70,6 +71,7 @@ class PartitionSession:
         renewed_at: When the record was last renewed (the scheduler's clock, seconds).
         period: The record passed to the store's ``fence`` when this period began (None unless the store is
             fenced): fenced checkpoint writes carry it, and fail once another consumer claimed the partition.
+        restored_state: The operator state committed with the checkpoint this period started from (None if none).
         store_timeout: Seconds a store call for this partition may take: the consumer's ``store_timeout``
             (one balancing interval unless set); the checkpoint operator bounds its writes with it.
         state: See :class:`SessionState`.
@@ -95,6 +97,7 @@ class PartitionSession:
         "period",
         "record",
         "renewed_at",
+        "restored_state",
         "state",
         "store_timeout",
     )
@@ -108,6 +111,7 @@ class PartitionSession:
         self.state = SessionState.CLAIMED
         self.close_reason: CloseReason | None = None
         self.period: Ownership | None = None
+        self.restored_state: Mapping[str, OperatorState] | None = None
         self.store_timeout: float | None = None
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
