@@ -289,3 +289,52 @@ def drain(fleet: Fleet, complete: Callable[[], bool], timeout: float = 90.0) -> 
             return True
         time.sleep(0.5)
     return complete()
+
+
+def _contexts(connection_string: str) -> list[Any]:
+    import rxhubs
+
+    hub = rxhubs.EventHub.from_connection_string(connection_string)
+    return [rxhubs.PartitionContext(hub.fully_qualified_namespace, hub.eventhub_name, EO_GROUP, str(p))
+            for p in range(PARTITIONS)]
+
+
+def open_table(kind: str, folder: Path) -> Any:
+    """The exactly-once table the workers wrote, opened with the public sink (to read its positions)."""
+    from rxhubs import tables
+
+    return tables.SqliteSink(folder / "table.sqlite") if kind == "sqlite" else tables.DeltaSink(folder / "delta")
+
+
+def table_positions(kind: str, folder: Path, connection_string: str) -> dict[str, int | None]:
+    """Each partition's position in the table, as the sink reports it to a new owner."""
+    return dict(asyncio.run(open_table(kind, folder).positions(_contexts(connection_string))))
+
+
+def read_table(kind: str, folder: Path) -> list[tuple[str, int, str | None]]:
+    """The exactly-once table's rows: (partition, sequence number, id from the body)."""
+    if kind == "sqlite":
+        path = folder / "table.sqlite"
+        if not path.exists():
+            return []
+        with sqlite3.connect(path) as con:
+            try:
+                rows = con.execute('SELECT "partition", "sequenceNumber", body FROM rxhubs_events').fetchall()
+            except sqlite3.OperationalError:  # not created yet
+                return []
+        return [(str(p), int(s), _body_id(b)) for p, s, b in rows]
+    import deltalake
+
+    if not deltalake.DeltaTable.is_deltatable(str(folder / "delta")):
+        return []
+    table = deltalake.DeltaTable(str(folder / "delta")).to_pyarrow_table(columns=["partition", "sequenceNumber",
+                                                                                  "body"])
+    return [(str(p), int(s), _body_id(b)) for p, s, b in zip(*(table.column(c).to_pylist() for c in table.column_names),
+                                                              strict=True)]
+
+
+def delta_files_in_table(folder: Path) -> set[str]:
+    """The data files the Delta table's log references (a file written by a commit that never got in is not)."""
+    import deltalake
+
+    return {Path(uri).name for uri in deltalake.DeltaTable(str(folder / "delta")).file_uris()}

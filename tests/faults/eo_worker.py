@@ -58,7 +58,7 @@ class Log:
 
 
 class KillHook:
-    """``RXHUBS_TEST_KILL_AT=after_write:N``: SIGKILL this process at the N-th write (``hit``), noted first."""
+    """``RXHUBS_TEST_KILL_AT=after_write:N``: this process dies with SIGKILL at its N-th write (``due``)."""
 
     def __init__(self, note: Log) -> None:
         spec = os.environ.get("RXHUBS_TEST_KILL_AT", "")
@@ -66,13 +66,17 @@ class KillHook:
         self.writes = 0
         self.note = note
 
-    def hit(self, sink: str) -> None:
+    def due(self) -> bool:
+        """Count one write; whether it is the one to die in."""
         if self.at is None:
-            return
+            return False
         self.writes += 1
-        if self.writes >= self.at:
-            self.note(f"HOOK {sink}")
-            os.kill(os.getpid(), signal.SIGKILL)
+        return self.writes == self.at
+
+    def kill(self, where: str) -> None:
+        """Note ``HOOK where``, then SIGKILL this process (from any thread)."""
+        self.note(f"HOOK {where}")
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _options(group: str, owner: str, note: Log) -> dict[str, Any]:
@@ -96,8 +100,8 @@ def control(hub: Any, store: Any, owner: str, folder: Path, note: Log, hook: Kil
     """The at-least-once control: jsonl lines written, then the checkpoint (the hook kills in between)."""
 
     def written(batch: rxhubs.EventBatch) -> None:
-        if batch.events and hook is not None:
-            hook.hit("jsonl")
+        if batch.events and hook is not None and hook.due():
+            hook.kill("jsonl")
 
     return rxhubs.consume(hub, CONTROL_GROUP, store, **_options(CONTROL_GROUP, owner, note)).pipe(
         jsonl_sink(folder / f"control-{owner}.jsonl", fsync=False),  # a kill -9 keeps what the OS was given

@@ -19,16 +19,34 @@ from typing import Any
 
 import pytest
 
-from tests.faults.eo_kit import PARTITIONS, Fleet, Producer, chaos, compare, drain, hub_ledger, read_control
+from tests.faults.eo_kit import (
+    PARTITIONS,
+    Fleet,
+    Producer,
+    chaos,
+    compare,
+    drain,
+    hub_ledger,
+    read_control,
+    read_table,
+    table_positions,
+)
 
 SEED = 26
 
 
-def _run(tmp_path: Path, emulator_factory: Any, sinks: str) -> tuple[Fleet, dict[str, Any], dict[Any, str]]:
+def _run(tmp_path: Path, emulator_factory: Any, sinks: str
+         ) -> tuple[Fleet, dict[str, Any], dict[tuple[str, int], str], dict[str, int | None]]:
+    """The whole run: produce under the fault schedule, read the hub back, drain, stop; the table's positions."""
     emulator = emulator_factory(hubs={"eo": PARTITIONS}, consumer_groups=("control", "verify"))
     conn = emulator.connection_string("eo")
     fleet = Fleet(tmp_path, sinks, {"RXHUBS_TEST_EVENTHUB": conn})
+    kind = sinks.split(",")[-1]
     producer = Producer(conn)
+
+    def tables() -> list[list[tuple[str, int, str | None]]]:
+        return [read_control(tmp_path), *([read_table(kind, tmp_path)] if kind != "jsonl" else [])]
+
     try:
         producer.start()
         done = chaos(fleet, SEED)
@@ -37,15 +55,16 @@ def _run(tmp_path: Path, emulator_factory: Any, sinks: str) -> tuple[Fleet, dict
         assert producer.error is None, producer.error
         ledger = hub_ledger(conn)
         assert len(ledger) == producer.sent and len(set(ledger.values())) == len(ledger)
-        assert drain(fleet, lambda: set(ledger) <= {(p, s) for p, s, _ in read_control(tmp_path)}), (
-            compare(ledger, read_control(tmp_path)).summary())
+        assert drain(fleet, lambda: all(set(ledger) <= {(p, s) for p, s, _ in rows} for rows in tables())), [
+            compare(ledger, rows).summary() for rows in tables()]
         for slot in fleet.running():
             code = fleet.stop_gracefully(slot)
             assert code == 0, (tmp_path / f"{fleet.owner[slot]}.err").read_text()[-3000:]
     finally:
         producer.stop.set()
         fleet.shutdown()
-    return fleet, done, ledger
+    positions = table_positions(kind, tmp_path, conn) if kind != "jsonl" else {}
+    return fleet, done, ledger, positions
 
 
 def _zombie_lost(fleet: Fleet, done: dict[str, Any], group: str) -> set[str]:
@@ -59,7 +78,7 @@ def _zombie_lost(fleet: Fleet, done: dict[str, Any], group: str) -> set[str]:
 @pytest.mark.slow
 def test_the_control_at_least_once_sink_shows_duplicates_under_the_faults(tmp_path: Path, emulator_factory: Any
                                                                           ) -> None:
-    fleet, done, ledger = _run(tmp_path, emulator_factory, "jsonl")
+    fleet, done, ledger, _ = _run(tmp_path, emulator_factory, "jsonl")
     control = compare(ledger, read_control(tmp_path))
     hooks = fleet.log("HOOK")
     print(f"events={len(ledger)} kills={done['kills']} hook kills={len(hooks)} terms={done['terms']} "
@@ -70,3 +89,32 @@ def test_the_control_at_least_once_sink_shows_duplicates_under_the_faults(tmp_pa
     # at least once: nothing lost, nothing invented, and duplicates the harness sees
     assert control.lost == [] and control.phantoms == [] and control.wrong_ids == [], control.summary()
     assert control.duplicates > 0, control.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", "delta"])
+def test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie(
+    tmp_path: Path, emulator_factory: Any, kind: str
+) -> None:
+    if kind == "delta":
+        pytest.importorskip("deltalake")
+    fleet, done, ledger, positions = _run(tmp_path, emulator_factory, f"jsonl,{kind}")
+    table = compare(ledger, read_table(kind, tmp_path))
+    control = compare(ledger, read_control(tmp_path))
+    hooks = [f for _, f in fleet.log("HOOK")]
+    print(f"{kind}: events={len(ledger)} kills={done['kills']} hook kills={len(hooks)} {hooks} "
+          f"terms={done['terms']} paused={done['paused']}\n  table: {table.summary()}\n  control: {control.summary()}")
+    # exactly once: the table holds what the hub holds, each event once, and each partition's position is the end
+    assert table.lost == [] and table.phantoms == [] and table.wrong_ids == [], table.summary()
+    assert table.duplicates == 0 and table.rows == len(ledger), table.summary()
+    last = {p: max(s for q, s in ledger if q == p) for p in map(str, range(PARTITIONS))}
+    assert positions == last
+    # the control, under the same faults (the same processes), duplicated events and lost none
+    assert control.lost == [] and control.phantoms == [] and control.wrong_ids == [], control.summary()
+    assert control.duplicates > 0, control.summary()
+    # the faults were felt: kills from outside, kills inside a commit, graceful handovers, a zombie fenced off
+    assert done["kills"] >= 2 and done["terms"] >= 1
+    assert [h for h in hooks if h[0].startswith(kind)], hooks
+    reopened = [f for _, f in fleet.log("OPEN") if f[0] == "$Default"]
+    assert len(reopened) > PARTITIONS, reopened
+    assert _zombie_lost(fleet, done, "$Default")
