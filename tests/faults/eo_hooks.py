@@ -69,8 +69,16 @@ def _sqlite(path: Path, hook: KillHook | None) -> tuple[Any, Callable[[], Callab
         if armed.is_set() and hook is not None and statement.lstrip().upper().startswith("COMMIT"):
             hook.kill("sqlite")
 
-    def connect() -> sqlite3.Connection:
+    def connect() -> sqlite3.Connection:  # as SqliteSink opens its connection, plus the trace callback
         con = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        con.execute("PRAGMA busy_timeout = 30000")
+        for _ in range(3000):
+            try:
+                con.execute("PRAGMA journal_mode = WAL")  # does not wait on the busy handler: retried
+                break
+            except sqlite3.OperationalError:
+                time.sleep(0.01)
+        con.execute("PRAGMA synchronous = NORMAL")
         con.set_trace_callback(traced)
         return con
 
@@ -78,7 +86,7 @@ def _sqlite(path: Path, hook: KillHook | None) -> tuple[Any, Callable[[], Callab
         armed.set()
         return armed.clear
 
-    return SqlSink(connect), arm
+    return SqlSink(connect, begin="BEGIN IMMEDIATE"), arm
 
 
 def _delta(uri: Path, hook: KillHook | None) -> tuple[Any, Callable[[], Callable[[], None]]]:

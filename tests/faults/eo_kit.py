@@ -237,6 +237,14 @@ class Fleet:
                 proc.wait()
 
 
+def _after_a_commit(fleet: Fleet, owner: str, timeout: float = 5.0) -> None:
+    """Return once ``owner`` noted one more commit (or after ``timeout``)."""
+    before = len([o for o, _ in fleet.log("COMMIT") if o == owner])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len([o for o, _ in fleet.log("COMMIT") if o == owner]) <= before:
+        time.sleep(0.05)
+
+
 def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
     """The seeded fault schedule; returns what was done (``kills``, ``terms``, ``paused`` owner and its partitions).
 
@@ -247,7 +255,11 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
     others take its partitions over, then resumed (SIGCONT) as a zombie.
     """
     rng = random.Random(seed)
-    hook = lambda: rng.choice([None, rng.randint(2, 8)])  # noqa: E731
+
+    def hook() -> int | None:  # until one died inside a write (not after it), every new one carries it
+        inside = [f for _, f in fleet.log("HOOK") if f[0] in ("jsonl", "sqlite", "delta")]  # not "-committed"
+        return rng.randint(1, 4) if not inside else rng.choice([None, rng.randint(1, 6)])
+
     store = fleet.folder / "store.sqlite"
     fleet.start("a", hook())
     fleet.start("b")
@@ -266,6 +278,9 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
             for pid, owner in current.items():
                 by[owner].append(pid)
             slot = max(fleet.running(), key=lambda s: len(by.get(fleet.owner[s], [])))
+            if fleet.group == EO_GROUP:  # right after one of its commits, with more batches held: a commit pending
+                _after_a_commit(fleet, fleet.owner[slot])
+                time.sleep(0.2)
             done["paused"], done["paused_partitions"] = fleet.owner[slot], sorted(by.get(fleet.owner[slot], []))
             fleet.signal(slot, signal.SIGSTOP, "pause")
             time.sleep(EXPIRY + 4 * INTERVAL)  # its records expire and the others take its partitions
