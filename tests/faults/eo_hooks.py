@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -95,17 +96,36 @@ def _delta(uri: Path, hook: KillHook | None) -> tuple[Any, Callable[[], Callable
     def arm() -> Callable[[], None]:
         stop = threading.Event()
         before = _data_files(uri)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # the watcher gets the GIL back at once: the window after the file is short
 
         def watch() -> None:
+            seen = _mtime(uri)
             while not stop.is_set():
+                now = _mtime(uri)
+                if now == seen:
+                    continue  # one stat per turn; the folder changes when a file is created or renamed in it
+                seen = now
                 new = _data_files(uri) - before
                 if new and hook is not None:
                     hook.kill(f"delta {sorted(new)[0]}")
 
         threading.Thread(target=watch, daemon=True).start()
-        return stop.set
+
+        def disarm() -> None:
+            stop.set()
+            sys.setswitchinterval(switch)
+
+        return disarm
 
     return DeltaSink(uri), arm
+
+
+def _mtime(uri: Path) -> int:
+    try:
+        return os.stat(uri).st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 def _data_files(uri: Path) -> set[str]:

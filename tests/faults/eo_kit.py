@@ -229,6 +229,19 @@ class Fleet:
                     found.append((path.stem, line.split()[1:]))
         return found
 
+    def died_inside(self) -> list[list[str]]:
+        """The hook's kills that landed with the rows written and the commit not made (the HOOK lines' fields).
+
+        For Delta, the data file the watcher saw must be absent from the table's log: a kill that came after the
+        log entry got in does not count (nor do ``-committed`` kills, after the commit by design).
+        """
+        kind = self.sinks.split(",")[-1]
+        inside = [f for _, f in self.log("HOOK") if f[0] == kind]
+        if kind == "delta" and inside:
+            referenced = delta_files_in_table(self.folder)
+            inside = [f for f in inside if f[1] not in referenced]
+        return inside
+
     def shutdown(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -257,8 +270,7 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
     rng = random.Random(seed)
 
     def hook() -> int | None:  # until one died inside a write (not after it), every new one carries it
-        inside = [f for _, f in fleet.log("HOOK") if f[0] in ("jsonl", "sqlite", "delta")]  # not "-committed"
-        return rng.randint(1, 4) if not inside else rng.choice([None, rng.randint(1, 6)])
+        return rng.randint(1, 4) if not fleet.died_inside() else rng.choice([None, rng.randint(1, 6)])
 
     store = fleet.folder / "store.sqlite"
     fleet.start("a", hook())
