@@ -171,6 +171,7 @@ class Fleet:
     incarnations: Counter[str] = field(default_factory=Counter)
     actions: list[tuple[float, str, str]] = field(default_factory=list)  # (time, action, owner)
     stopped: set[str] = field(default_factory=set)  # owners stopped on purpose (kill, term)
+    hooked: set[str] = field(default_factory=set)  # owners started with the kill hook
 
     @property
     def group(self) -> str:
@@ -190,6 +191,8 @@ class Fleet:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready", (self.folder / f"{owner}.err").read_text()[-3000:]
         self.procs[slot], self.owner[slot] = proc, owner
+        if kill_at:
+            self.hooked.add(owner)
         self.actions.append((time.time(), "start" if not kill_at else f"start-hook@{kill_at}", owner))
 
     def signal(self, slot: str, sig: signal.Signals, action: str) -> None:
@@ -289,7 +292,8 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
             by: dict[str, list[str]] = defaultdict(list)
             for pid, owner in current.items():
                 by[owner].append(pid)
-            slot = max(fleet.running(), key=lambda s: len(by.get(fleet.owner[s], [])))
+            candidates = [s for s in fleet.running() if fleet.owner[s] not in fleet.hooked] or fleet.running()
+            slot = max(candidates, key=lambda s: len(by.get(fleet.owner[s], [])))  # not one that dies on its own
             if fleet.group == EO_GROUP:  # right after one of its commits, with more batches held: a commit pending
                 _after_a_commit(fleet, fleet.owner[slot])
                 time.sleep(0.2)
