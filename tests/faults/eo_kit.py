@@ -203,13 +203,23 @@ class Fleet:
 
     def stop(self, slot: str, sig: signal.Signals) -> int:
         self.signal(slot, sig, "kill" if sig == signal.SIGKILL else "term")
-        return self.procs[slot].wait(timeout=30)
+        return self._wait(slot)
+
+    def _wait(self, slot: str, timeout: float = 60.0) -> int:
+        """The exit code; a process that does not stop dumps its threads' stacks (SIGUSR1) and fails the test."""
+        try:
+            return self.procs[slot].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.procs[slot].send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            err = (self.folder / f"{self.owner[slot]}.err").read_text()
+            raise AssertionError(f"{self.owner[slot]} did not stop within {timeout} s:\n{err[-6000:]}") from None
 
     def stop_gracefully(self, slot: str) -> int:
         """SIGTERM, the exit code (not counted as a fault: the end of the run)."""
         self.procs[slot].send_signal(signal.SIGTERM)
         self.stopped.add(self.owner[slot])
-        return self.procs[slot].wait(timeout=30)
+        return self._wait(slot)
 
     def running(self) -> list[str]:
         return [slot for slot, proc in self.procs.items() if proc.poll() is None]

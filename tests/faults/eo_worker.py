@@ -24,6 +24,7 @@ the hook's kill). It prints ``ready`` once subscribed; SIGTERM stops it graceful
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -142,6 +143,7 @@ def main() -> None:
     owner, folder, sinks = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {owner} %(levelname)s %(name)s: %(message)s")
+    faulthandler.register(signal.SIGUSR1)  # the test asks for the stacks of a process that does not stop
     with open(folder / f"{owner}.log", "a", buffering=1) as out:
         asyncio.run(amain(owner, folder, sinks, Log(out)))
 
