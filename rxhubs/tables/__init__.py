@@ -1,0 +1,22 @@
+"""Tables written exactly once: transactional sinks for :func:`rxhubs.operators.exactly_once`.
+
+Each sink keeps, next to the rows, every partition's position (the sequence number of its last event in the
+table) and changes both in one atomic commit; read with ``rxhubs.consume(..., positions=sink)`` to resume right
+after the table's position. Rows have the Spark Event Hubs connector's columns (:data:`COLUMNS`).
+
+* :class:`InMemoryTable`: in memory, for tests.
+
+See ``docs/exactly-once.md``.
+
+Example:
+    >>> from rxhubs import operators as hops
+    >>> isinstance(InMemoryTable(), hops.TransactionalSink)
+    True
+"""
+
+from __future__ import annotations
+
+from rxhubs.tables._memory import InMemoryTable
+from rxhubs.tables._rows import COLUMNS
+
+__all__ = ["COLUMNS", "InMemoryTable"]
