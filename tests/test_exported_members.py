@@ -40,7 +40,7 @@ EXPORTS = {
         "CommitResult", "OutgoingEvent", "Publisher", "TransactionalSink", "checkpoint", "dead_letter",
         "exactly_once", "process", "publish", "read_position",
     },
-    "rxhubs.tables": {"COLUMNS", "InMemoryTable"},
+    "rxhubs.tables": {"COLUMNS", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"},
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
         "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",

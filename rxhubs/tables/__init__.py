@@ -4,7 +4,9 @@ Each sink keeps, next to the rows, every partition's position (the sequence numb
 table) and changes both in one atomic commit; read with ``rxhubs.consume(..., positions=sink)`` to resume right
 after the table's position. Rows have the Spark Event Hubs connector's columns (:data:`COLUMNS`).
 
-* :class:`InMemoryTable`: in memory, for tests.
+* :class:`SqlSink`: any DB-API 2 connection (PostgreSQL, ...); :class:`SqliteSink` / :func:`sqlite` on a file;
+* :class:`InMemoryTable`: in memory, for tests;
+* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``).
 
 See ``docs/exactly-once.md``.
 
@@ -18,5 +20,8 @@ from __future__ import annotations
 
 from rxhubs.tables._memory import InMemoryTable
 from rxhubs.tables._rows import COLUMNS
+from rxhubs.tables._spec import sink_for
+from rxhubs.tables._sql import SqlSink
+from rxhubs.tables._sqlite import SqliteSink, sqlite
 
-__all__ = ["COLUMNS", "InMemoryTable"]
+__all__ = ["COLUMNS", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"]
