@@ -34,9 +34,15 @@ EXPORTS = {
         "PartitionContext", "PartitionProcessor", "PartitionProperties", "PartitionReceiver", "PartitionStream",
         "Position", "RxHubsError", "Shutdown", "WorkerContext", "WorkerReport", "WorkersSummary", "__version__",
         "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
-        "run_workers", "spark", "stores", "testing",
+        "run_workers", "spark", "stores", "testing", "windows",
     },
-    "rxhubs.operators": {"OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"},
+    "rxhubs.operators": {
+        "OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish", "scan_state", "window",
+    },
+    "rxhubs.windows": {
+        "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",
+        "hopping", "max", "min", "session", "sum", "tumbling",
+    },
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
         "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",

@@ -3,7 +3,8 @@
 * :func:`process`: work per batch (sync or async), in order per partition, failures kept to their partition;
 * :func:`publish`: events to another hub, each batch passed on once the target acknowledged what it made;
 * :func:`dead_letter`: an ``on_poison`` handler that publishes a failed batch with its error and position;
-* :func:`checkpoint`: record, per partition, what passed through (put it after the work that must succeed).
+* :func:`checkpoint`: record, per partition, what passed through (put it after the work that must succeed);
+* :func:`window` and :func:`scan_state`: event-time windows and keyed state, committed with the checkpoint.
 
 Example:
     >>> import rxhubs
@@ -18,5 +19,9 @@ from rxhubs.operators._checkpoint import checkpoint
 from rxhubs.operators._dead_letter import dead_letter
 from rxhubs.operators._process import process
 from rxhubs.operators._publish import OutgoingEvent, Publisher, publish
+from rxhubs.operators._scan_state import scan_state
+from rxhubs.operators._window import window
 
-__all__ = ["OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"]
+__all__ = [
+    "OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish", "scan_state", "window",
+]
