@@ -72,7 +72,7 @@ def session_with(state: dict[str, OperatorState] | None, failures: list[Any] | N
 
 def batches_of(events: Sequence[Event], cuts: Sequence[int], session: Any = None) -> list[EventBatch]:
     """``events`` split at the indexes ``cuts`` into batches."""
-    bounds = [0, *sorted(set(cuts)), len(events)]
+    bounds = [0, *sorted({min(c, len(events)) for c in cuts}), len(events)]
     read = object()
     out = []
     for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
