@@ -326,6 +326,13 @@ def checkpoint(
     that partition only (it is released and read again from that checkpoint later); batches read without
     balancing have no partition to stop, so the stream errors with it.
 
+    **Operator state.** Batches that went through stateful operators (``hops.window``, ``hops.scan_state``)
+    carry what they changed; the operator folds the changes of the contiguous prefix into its copy of the
+    partition's state (which starts from the state the partition was claimed with) and writes it in the same
+    store call as the checkpoint (``StatefulCheckpointStore.commit_state``), so a committed checkpoint always
+    comes with exactly the state of the events up to it. A change of state at the same position is written too.
+    A store that cannot keep state fails the stream with a :class:`~rxhubs.errors.ConfigurationError`.
+
     Marble diagram (``max_interval=5``; ``a``..``d`` batches, whose last events are written)::
 
         batches:     -a-b-c---d----|

@@ -36,6 +36,9 @@ two blobs: it fences on the checkpoint blob's etag (see :class:`~rxhubs.stores.B
 verbs (yours, and stores written for the SDK's interface) keep working unfenced: rxhubs then writes with
 ``update_checkpoint``, as before.
 
+**State** (optional: :class:`StatefulCheckpointStore`): ``fence_with_state`` and ``commit_state`` read and write
+operator state together with the checkpoint, in the same fenced read and conditional write.
+
 Etags are opaque strings, compared after stripping quotes; every write of a record gives it a new etag.
 Keys (namespace, hub, consumer group, partition id) are compared case-insensitively, because the official
 blob layout lower-cases them; listings return records with the spelling passed to the listing call.
