@@ -47,8 +47,8 @@ EXPORTS = {
     },
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
-        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",
-        "from_url", "is_fenced",
+        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StatefulCheckpointStore",
+        "StoreLike", "as_checkpoint_store", "from_url", "is_fenced", "is_stateful",
     },
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",
