@@ -208,6 +208,36 @@ def test_the_wrapped_store_stays_fenced_or_unfenced_like_the_store() -> None:
     assert not is_fenced(with_table_positions(Unfenced(), InMemoryTable()))
 
 
+def test_heartbeat_batches_go_on_without_a_commit() -> None:
+    with marble_test() as t:
+        sink = Recording(t.scheduler)
+        empty = EventBatch(CTX["0"], ())
+        results = t.start(t.cold("-h-h|", {"h": empty}).pipe(hops.exactly_once(sink, max_interval=0.0), ops.count()))
+        assert sink.commits == [] and results[0].value.value == 2
+
+
+def test_without_a_fenced_store_the_listed_checkpoints_are_the_tables_positions() -> None:
+    import asyncio
+
+    from rxhubs import Ownership
+    from rxhubs.balancing._positions import with_table_positions
+
+    class Unfenced(InMemoryCheckpointStore):
+        fence = None  # type: ignore[assignment]
+
+    store, table = Unfenced(), InMemoryTable()
+    asyncio.run(table.commit([batch("c", partition_id="1"), batch("c", partition_id="2")], owned=lambda _: True))
+
+    async def listed() -> dict[str, int]:
+        await store.update_checkpoint(Checkpoint("ns", "hub", GROUP, "0", "0", 0))
+        await store.update_checkpoint(Checkpoint("ns", "hub", GROUP, "1", "0", 0))
+        await store.claim_ownership([Ownership("ns", "hub", GROUP, "2", "me")])  # claimed, no checkpoint yet
+        wrapped = with_table_positions(store, table)
+        return {c.partition_id: c.sequence_number for c in await wrapped.list_checkpoints("ns", "hub", GROUP)}
+
+    assert asyncio.run(listed()) == {"0": 0, "1": 3, "2": 3}  # the table wins where it has a position
+
+
 def test_bad_options_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError):
         hops.exactly_once(object())  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ step = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(step, min_size=1, max_size=25))
 def test_the_table_is_exactly_what_was_delivered_whatever_fails(steps: list[tuple]) -> None:  # type: ignore[type-arg]
