@@ -109,3 +109,22 @@ def test_consume_into_sqlite_holds_exactly_the_hubs_events_across_a_restart(
     assert shown.returncode == 0, shown.stderr[-3000:]
     positions = {r["partition"]: (r["table"], r["lag"]) for r in map(json.loads, shown.stdout.splitlines())}
     assert positions == {"0": (19, 0), "1": (19, 0)}
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("checkpoints", "--table", "sqlite:missing.db"), "no such file"),
+        (("checkpoints", "--table", "jsonl:out.jsonl"), "exactly-once table"),
+        (("consume", "--sink", "sqlite:"), "file path"),
+    ],
+)
+def test_bad_table_options_are_one_line_errors(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTHUB_", "AZURE_STORAGE_"))}
+    env.update(PYTHONPATH=str(ROOT), EVENTHUB_CONNECTION_STRING="Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;"
+               "SharedAccessKey=c2VjcmV0;EntityPath=orders;UseDevelopmentEmulator=true")
+    result = subprocess.run([sys.executable, "-m", "rxhubs.cli", *args], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and fragment in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "missing.db").exists()  # showing a table never creates one
