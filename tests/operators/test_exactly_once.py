@@ -247,3 +247,32 @@ def test_bad_options_are_configuration_errors() -> None:
         hops.exactly_once(InMemoryTable(), max_batches=0)
     with pytest.raises(ConfigurationError):
         rxhubs.consume(InMemoryEventHub(1), GROUP, InMemoryCheckpointStore(), positions=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("resume_from_table", [True, False])
+def test_two_consumers_sharing_a_table_through_handovers_write_each_event_once(resume_from_table: bool) -> None:
+    scheduler = TestScheduler()
+    read: list[tuple[str, int]] = []
+    hub = InMemoryEventHub(4, clock=lambda: scheduler.now)
+    store, table = InMemoryCheckpointStore(), InMemoryTable()
+    for k in range(40):  # 10 events per partition every second for 40 s
+        scheduler.schedule_absolute(k, lambda *_: [hub.send([b"x"] * 10, partition_id=p) for p in hub.partition_ids])
+
+    def consumer(name: str) -> Any:
+        return rxhubs.consume(hub, GROUP, store, owner_id=name, positions=table if resume_from_table else None,
+                              load_balancing_interval=2.0, ownership_expiration=6.0, max_batch_size=7).pipe(
+            ops.do_action(lambda b: read.extend((b.partition_id, e.sequence_number) for e in b)),
+            hops.exactly_once(table, max_interval=1.5)).subscribe(scheduler=scheduler)
+
+    a = consumer("a")
+    scheduler.schedule_absolute(5.0, lambda *_: consumer("b"))  # b joins: partitions move from a to b
+    scheduler.schedule_absolute(20.0, lambda *_: a.dispose())  # a leaves: b takes everything over
+    scheduler.advance_to(60.0)
+    rows = [(r["partition"], r["sequenceNumber"]) for r in table.rows]
+    assert len(rows) == len(set(rows)), "an event was written twice"
+    assert sorted(rows) == sorted((p, n) for p in hub.partition_ids for n in range(400))
+    read_again = len(read) - len(set(read))
+    if resume_from_table:  # each new owner started right after the table (handovers commit first)
+        assert read_again == 0
+    else:  # no checkpoints: each new owner read its partition from the start, and the table dropped it all
+        assert read_again > 100
