@@ -128,3 +128,12 @@ def test_bad_table_options_are_one_line_errors(args: tuple[str, ...], fragment: 
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and fragment in result.stderr, result.stderr[-2000:]
     assert not (tmp_path / "missing.db").exists()  # showing a table never creates one
+
+
+def test_the_plain_table_shows_the_table_column_only_when_asked() -> None:
+    from rxhubs.cli._checkpoints import format_rows
+
+    row = {"partition": "0", "owner": "a", "ownership_age_s": 1.0, "checkpoint": 90, "last_enqueued": 120, "lag": 0}
+    with_table = format_rows([{**row, "table": 120}]).splitlines()
+    assert with_table[0].split()[4] == "table" and with_table[2].split()[4] == "120"
+    assert "table" not in format_rows([row])
