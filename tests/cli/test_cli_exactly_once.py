@@ -135,5 +135,5 @@ def test_the_plain_table_shows_the_table_column_only_when_asked() -> None:
 
     row = {"partition": "0", "owner": "a", "ownership_age_s": 1.0, "checkpoint": 90, "last_enqueued": 120, "lag": 0}
     with_table = format_rows([{**row, "table": 120}]).splitlines()
-    assert with_table[0].split()[4] == "table" and with_table[2].split()[4] == "120"
+    assert with_table[0].split()[5] == "table" and with_table[2].split()[4] == "120"
     assert "table" not in format_rows([row])
