@@ -289,14 +289,14 @@ class _Committer:
         failure.__cause__ = error
         self.attempt = 0
         held, self.pending = self.pending, []
-        unowned = [h for h in held if h.session is None]
+        sessionless = [h for h in held if h.session is None]
         for h in held:
             if h.session is not None and id(h.session) not in self.dead:
                 self.dead[id(h.session)] = h.session  # later batches of it would leave a gap: never commit them
                 log.error("%s: stopping partition %s", failure, h.batch.partition_id)
                 h.session.fail("checkpoint", failure)
             h.ack()
-        if unowned and not self.finished:
+        if sessionless and not self.finished:
             self.finished = True
             self.upstream.dispose()
             self._wake_all()

@@ -247,6 +247,8 @@ def test_bad_options_are_configuration_errors() -> None:
         hops.exactly_once(InMemoryTable(), max_batches=0)
     with pytest.raises(ConfigurationError):
         rxhubs.consume(InMemoryEventHub(1), GROUP, InMemoryCheckpointStore(), positions=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="start= and positions="):
+        rxhubs.consume(InMemoryEventHub(1), GROUP, InMemoryCheckpointStore(), positions=InMemoryTable(), start="-1")
 
 
 @pytest.mark.parametrize("resume_from_table", [True, False])
