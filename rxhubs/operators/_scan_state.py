@@ -89,14 +89,15 @@ class ScanState(Keyed):
                 self.states[k] = new
                 self.last[k] = t if current is _MISSING else max(self.last[k], t)
                 self.dirty.add(k)
-        self._sweep(expired)
+        for k in self.dirty:
+            heapq.heappush(self.heap, (self.last[k] + self.ttl, next(self.counter), k))
+        self._sweep(expired)  # (removes expired keys from dirty)
         for k in self.dirty:
             value, last = self.states[k], self.last[k]
             text = dump([value, last], f"the state of key {k!r}")
             if not plain(value):
                 self.states[k] = json.loads(text)[0]
             self.put(self._skey(k), json.loads(text) if not plain(value) else [value, last], text)
-            heapq.heappush(self.heap, (last + self.ttl, next(self.counter), k))
         self.dirty = set()
         if len(self.heap) > 2 * len(self.states) + 64:  # stale entries of keys touched again: compact
             self.heap = [(self.last[k] + self.ttl, next(self.counter), k) for k in self.states]
