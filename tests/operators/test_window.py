@@ -255,3 +255,22 @@ def test_bad_options_are_configuration_errors() -> None:
     for bad_window in [lambda: hw.tumbling(0), lambda: hw.hopping(10, 20), lambda: hw.session(-1)]:
         with pytest.raises(ConfigurationError):
             bad_window()
+
+
+def test_a_windowed_pipeline_under_balancing_is_checkpointed_as_usual() -> None:
+    with marble_test() as t:
+        hub = t.hub({"0": "-a-b---c", "1": "--d--e"})
+        store = t.store()
+        pipeline = rxhubs.consume(hub, "$Default", store, owner_id="me").pipe(
+            hops.window("per_partition", key=lambda e: e.body.decode(), windows=hw.tumbling(4), aggregate=hw.count()),
+            hops.checkpoint(store, max_interval=0.0),
+        )
+        checkpoints = t.checkpoints_at(hub, store, 20)
+        records = t.start(pipeline)
+    batches = [r.value.value for r in records if r.value.kind == "N"]
+    assert all(isinstance(b, hw.WindowBatch) and [d.name for d in b._state] == ["per_partition"] for b in batches)
+    assert all(b._session is not None and b._origin is not None for b in batches)  # what the checkpoint needs
+    closed = sorted((b.partition_id, r.key, int(r.start.timestamp()), r.value) for b in batches for r in b.results)
+    # each partition's own watermark: c (207) and e (205) closed [200, 204); c's and e's windows stay open
+    assert closed == [("0", "a", 200, 1), ("0", "b", 200, 1), ("1", "d", 200, 1)]
+    assert checkpoints == {"0": 2, "1": 1}
