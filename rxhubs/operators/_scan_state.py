@@ -132,7 +132,7 @@ def scan_state(
     key: Callable[[Event], Any],
     step: Step,
     ttl: dt.timedelta | float,
-    clock: EnqueuedTime | EventTime | None = None,
+    clock: EnqueuedTime | EventTime = EnqueuedTime(),  # noqa: B008
     max_state_bytes: int | None = DEFAULT_MAX_STATE_BYTES,
 ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """A keyed state machine: ``step(state, event) -> (new_state, outputs)`` per event, state saved per key.
@@ -187,7 +187,6 @@ def scan_state(
     if not callable(key) or not callable(step):
         raise ConfigurationError("scan_state: key and step must be callable")
     ttl_us = duration_us(ttl, "scan_state ttl")
-    clock = EnqueuedTime() if clock is None else clock
     if not isinstance(clock, EnqueuedTime | EventTime):
         raise ConfigurationError(f"clock must be rxhubs.windows.EnqueuedTime() or EventTime(...), got {clock!r}")
     cap = check_cap(max_state_bytes)
