@@ -274,3 +274,20 @@ def test_a_windowed_pipeline_under_balancing_is_checkpointed_as_usual() -> None:
     # each partition's own watermark: c (207) and e (205) closed [200, 204); c's and e's windows stay open
     assert closed == [("0", "a", 200, 1), ("0", "b", 200, 1), ("1", "d", 200, 1)]
     assert checkpoints == {"0": 2, "1": 1}
+
+
+def test_marbles_an_event_time_clock_with_max_delay_also_moves_with_enqueued_time() -> None:
+    batches = lookup({"a": ("d1", 10), "b": ("d1", 20)})
+    late_enqueued = batches["b"].events[0]  # b's own time is 20 s, but the service enqueued it at 70 s
+    batches["b"] = batches["b"].with_events([rxhubs.Event(
+        late_enqueued.body, 1, "10", T0 + dt.timedelta(seconds=70), properties=late_enqueued.properties)])
+
+    def op(max_delay: float | None) -> Any:
+        clock = hw.EventTime(lambda e: T0 + dt.timedelta(seconds=e.properties["ts"]), max_delay=max_delay)
+        return hops.window("w", key=device, windows=hw.tumbling(60), aggregate=hw.count(), clock=clock)
+
+    records, _ = run("-a-b-|", batches, op(None))
+    assert records == exp("-o-o-|")  # only the events' own times: stream time 20
+    records, out = run("-a-b-|", batches, op(5))
+    # stream time is at least 70 - 5 = 65 at b: b (20) is late for [0, 60), which closes with a alone
+    assert records == exp("-o-p-|", {"p": "d1@0=1"}) and out[1].late_count == 1
