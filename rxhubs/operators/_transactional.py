@@ -375,8 +375,8 @@ def exactly_once(
     Marble diagram (``max_interval=5``; ``a``, ``c`` of partition 0, ``b``, ``d`` of partition 1)::
 
         batches:   -a-b-c---d----|
-        commits:   -a--------(bcd)     (a at once; b, c and d together 5 s after the first)
-        output:    -a--------(bcd)|    (each batch after the commit that covered it)
+        commits:   -a----(bc)-d        (a at once; b and c 5 s after a, at 6; d 5 s later, at 11)
+        output:    -a----(b,c)d--|     (each batch after the commit that covered it; a group spans its width)
 
     Args:
         sink: The table (:class:`rxhubs.tables.SqlSink`, ``rxhubs.tables.sqlite(path)``, your own).
