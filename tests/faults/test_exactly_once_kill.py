@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import rxhubs
 from tests.faults.eo_kit import (
     PARTITIONS,
     Fleet,
@@ -76,28 +77,12 @@ def _zombie_lost(fleet: Fleet, done: dict[str, Any], group: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_the_control_at_least_once_sink_shows_duplicates_under_the_faults(tmp_path: Path, emulator_factory: Any
-                                                                          ) -> None:
-    fleet, done, ledger, _ = _run(tmp_path, emulator_factory, "jsonl")
-    control = compare(ledger, read_control(tmp_path))
-    hooks = fleet.log("HOOK")
-    print(f"events={len(ledger)} kills={done['kills']} hook kills={len(hooks)} terms={done['terms']} "
-          f"paused={done['paused']} control: {control.summary()}")
-    # the faults were felt
-    assert done["kills"] >= 2 and done["terms"] >= 1 and hooks
-    assert _zombie_lost(fleet, done, "control")
-    # at least once: nothing lost, nothing invented, and duplicates the harness sees
-    assert control.lost == [] and control.phantoms == [] and control.wrong_ids == [], control.summary()
-    assert control.duplicates > 0, control.summary()
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "delta"])
 def test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie(
     tmp_path: Path, emulator_factory: Any, kind: str
 ) -> None:
-    if kind == "delta":
-        pytest.importorskip("deltalake")
+    if kind == "delta" and not hasattr(rxhubs.tables, "DeltaSink"):  # until the Delta sink is merged
+        pytest.skip("rxhubs.tables.DeltaSink is not on this branch yet")
     fleet, done, ledger, positions = _run(tmp_path, emulator_factory, f"jsonl,{kind}")
     table = compare(ledger, read_table(kind, tmp_path))
     control = compare(ledger, read_control(tmp_path))
