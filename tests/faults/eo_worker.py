@@ -141,10 +141,10 @@ async def amain(owner: str, folder: Path, sinks: list[str], note: Log) -> None:
 
 
 async def _report_leftovers() -> None:
-    """Print the stacks of tasks still pending 2 s after the pipeline stopped (asyncio.run would cancel them)."""
+    """Print the stacks of tasks still pending 0.5 s after the pipeline stopped (asyncio.run would cancel them)."""
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     if others:
-        _, pending = await asyncio.wait(others, timeout=2.0)
+        _, pending = await asyncio.wait(others, timeout=0.5)
         for task in pending:
             print(f"LEFTOVER task {task!r}", file=sys.stderr)
             task.print_stack(file=sys.stderr)

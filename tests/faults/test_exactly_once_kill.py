@@ -60,7 +60,8 @@ def _run(tmp_path: Path, emulator_factory: Any, sinks: str
             compare(ledger, rows).summary() for rows in tables()]
         for slot in fleet.running():
             code = fleet.stop_gracefully(slot)
-            assert code == 0, (tmp_path / f"{fleet.owner[slot]}.err").read_text()[-3000:]
+            err = (tmp_path / f"{fleet.owner[slot]}.err").read_text()
+            assert code == 0 or fleet.owner[slot] in fleet.hung, err[-3000:]
     finally:
         producer.stop.set()
         fleet.shutdown()
@@ -77,6 +78,7 @@ def _zombie_lost(fleet: Fleet, done: dict[str, Any], group: str) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # ~45 s on a quiet machine; minutes when it is busy (parallel runs)
 @pytest.mark.parametrize("kind", ["sqlite", "delta"])
 def test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie(
     tmp_path: Path, emulator_factory: Any, kind: str
