@@ -54,7 +54,13 @@ def log_actions(path: Path, kind: str) -> list[dict[str, Any]]:
     return found
 
 
+def is_table(path: Path) -> bool:
+    return (path / "_delta_log").is_dir()
+
+
 def orphans(path: Path) -> set[str]:
     """Parquet files in the table's folder that no commit of the table refers to (written, never committed)."""
+    if not is_table(path):
+        return set()
     referenced = {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
     return {f.name for f in path.glob("*.parquet")} - referenced
