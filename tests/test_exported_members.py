@@ -34,9 +34,13 @@ EXPORTS = {
         "PartitionContext", "PartitionProcessor", "PartitionProperties", "PartitionReceiver", "PartitionStream",
         "Position", "RxHubsError", "Shutdown", "WorkerContext", "WorkerReport", "WorkersSummary", "__version__",
         "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
-        "run_workers", "spark", "stores", "testing",
+        "run_workers", "spark", "stores", "tables", "testing",
     },
-    "rxhubs.operators": {"OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"},
+    "rxhubs.operators": {
+        "CommitResult", "OutgoingEvent", "Publisher", "TransactionalSink", "checkpoint", "dead_letter",
+        "exactly_once", "process", "publish", "read_position",
+    },
+    "rxhubs.tables": {"COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"},
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
         "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",

@@ -17,9 +17,10 @@ from typing import Any
 from rxhubs._batch import EventBatch
 from rxhubs._models import PartitionContext
 from rxhubs.errors import ConfigurationError, SinkError
-from rxhubs.operators._transactional import CommitResult
+from rxhubs.operators import CommitResult
 from rxhubs.spark._arrow import to_arrow
-from rxhubs.tables._delta_plan import Plan, app_id, group, plan
+from rxhubs.tables._delta_plan import app_id, kept_batches
+from rxhubs.tables._plan import contexts_of, plan, result_of
 
 __all__ = ["MAX_ATTEMPTS", "DeltaLog", "import_deltalake"]
 
@@ -107,23 +108,21 @@ class DeltaLog:
         """Write what ``batches`` add after the table's positions, and the new positions, in one Delta commit."""
         from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError
 
-        groups = group(batches)
+        contexts = contexts_of(batches)
         with self.lock:
             for _ in range(MAX_ATTEMPTS):
                 table = self._load()
-                keys = list(groups)
-                read = {k: table.transaction_version(k) if table is not None else None for k in keys}
-                decided = plan(groups, read, owned)
-                if not decided.moves:
-                    return _result(decided, read, table)
-                rows = self._rows(decided)
+                read = {c: table.transaction_version(app_id(c)) if table is not None else None for c in contexts}
+                writes = plan(batches, read, owned)
+                moves = [w for w in writes if w.moves]
+                if not moves:
+                    return result_of(writes, table.version() if table is not None else None)
+                rows = self._rows(kept_batches(writes))
                 if table is None:
                     self._create(rows)
                     continue  # read the positions of the new table (another writer may have won the race)
-                transactions = [
-                    self.deltalake.Transaction(key, position, last_updated=_now_ms())
-                    for key, position in decided.moves.items()
-                ]
+                now = _now_ms()
+                transactions = [self.deltalake.Transaction(app_id(w.context), w.after, last_updated=now) for w in moves]
                 try:
                     self.deltalake.write_deltalake(
                         table, rows, mode="append",
@@ -137,11 +136,11 @@ class DeltaLog:
                     raise SinkError(f"rows do not match the Delta table {self.uri}'s schema: {exc}") from exc
                 except (DeltaError, OSError) as exc:
                     raise SinkError(f"Delta commit to {self.uri} failed: {exc}", retriable=True) from exc
-                return _result(decided, {**read, **decided.moves}, table)
+                return result_of(writes, table.version())
         raise SinkError(f"Delta commit to {self.uri} conflicted {MAX_ATTEMPTS} times in a row", retriable=True)
 
-    def _rows(self, decided: Plan) -> Any:
-        rows = to_arrow(decided.batches)
+    def _rows(self, batches: list[EventBatch]) -> Any:
+        rows = to_arrow(batches)
         if self.transform is None:
             return rows
         try:
@@ -164,12 +163,3 @@ class DeltaLog:
         if self._load() is None:
             raise SinkError(f"could not create the Delta table {self.uri}", retriable=True)
 
-
-def _result(decided: Plan, positions: Mapping[str, int | None], table: Any) -> CommitResult:
-    by_partition = {key: context.partition_id for key, context in decided.contexts.items()}
-    return CommitResult(
-        positions={by_partition[k]: p for k, p in positions.items() if p is not None and k in by_partition},
-        written={by_partition[k]: n for k, n in decided.written.items()},
-        skipped={by_partition[k]: n for k, n in decided.skipped.items()},
-        version=table.version() if table is not None else None,
-    )
