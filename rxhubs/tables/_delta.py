@@ -124,5 +124,9 @@ class DeltaSink:
         """
         return await asyncio.to_thread(self._log.commit, list(batches), owned)
 
+    async def close(self) -> None:
+        """Let go of the table (after a call in progress); the sink opens it again if used later. Idempotent."""
+        await asyncio.to_thread(self._log.close)
+
     def __repr__(self) -> str:
         return f"DeltaSink({self.uri!r})"

@@ -103,6 +103,10 @@ class DeltaLog:
                 for p in partitions
             }
 
+    def close(self) -> None:
+        with self.lock:
+            self.table = None
+
     # -- committing -------------------------------------------------------------------------------------------
     def commit(self, batches: Sequence[EventBatch], owned: Callable[[PartitionContext], bool]) -> CommitResult:
         """Write what ``batches`` add after the table's positions, and the new positions, in one Delta commit."""
