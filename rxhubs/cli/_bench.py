@@ -33,6 +33,7 @@ SCENARIOS = {
     "silent": "rxhubs.bench._silent",
     "publish": "rxhubs.bench._publish",
     "chaos": "rxhubs.bench._chaos",
+    "exactly-once": "rxhubs.bench._exactly_once",
 }
 
 EXAMPLES = """
