@@ -6,6 +6,7 @@
 * :func:`checkpoint`: record, per partition, what passed through (put it after the work that must succeed);
 * :func:`exactly_once`: write into a :class:`TransactionalSink` (a table that commits each partition's position
   with its rows), each event once.
+* :func:`window` and :func:`scan_state`: event-time windows and keyed state, committed with the checkpoint.
 
 Example:
     >>> import rxhubs
@@ -20,7 +21,9 @@ from rxhubs.operators._checkpoint import checkpoint
 from rxhubs.operators._dead_letter import dead_letter
 from rxhubs.operators._process import process
 from rxhubs.operators._publish import OutgoingEvent, Publisher, publish
+from rxhubs.operators._scan_state import scan_state
 from rxhubs.operators._transactional import CommitResult, TransactionalSink, exactly_once, read_position
+from rxhubs.operators._window import window
 
 __all__ = [
     "CommitResult",
@@ -33,4 +36,6 @@ __all__ = [
     "process",
     "publish",
     "read_position",
+    "scan_state",
+    "window",
 ]
