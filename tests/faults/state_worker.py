@@ -101,9 +101,36 @@ class MemoryCounts:
         return batch
 
 
+def _windowed(results: Results) -> list[Any]:
+    """``hops.window`` counting per device and minute of event time; its results and late events to the sink."""
+    from rxhubs import windows as hw
+
+    def sink(batch: Any) -> Any:
+        cells = [(r.key, r.start.timestamp(), r.value) for r in batch.results if not r.key.startswith("end-")]
+        late = [(e.body_as_json()["id"], batch.partition_id, e.sequence_number) for e in batch.late]
+        results.write(cells, late)
+        return batch
+
+    return [
+        hops.window(
+            "per_device",
+            key=lambda e: e.body_as_json()["d"],
+            windows=hw.tumbling(WINDOW),
+            aggregate=hw.count(),
+            clock=hw.EventTime(lambda e: e.body_as_json()["t"]),
+            grace=GRACE,
+            emit="final",
+            late="side",
+        ),
+        ops.map(sink),
+    ]
+
+
 def _counting(mode: str, results: Results) -> list[Any]:
     if mode == "memory":
         return [ops.map(MemoryCounts(results))]
+    if mode == "window":
+        return _windowed(results)
     raise SystemExit(f"unknown RXHUBS_STATE_MODE {mode!r}")
 
 
@@ -142,6 +169,7 @@ async def amain(owner: str, out: TextIO) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("rxhubs.operators").setLevel(logging.INFO)  # "restored N keys" when a new owner restores
     owner, out = sys.argv[1], sys.argv[2]
     with open(out, "a", buffering=1) as sink:
         asyncio.run(amain(owner, sink))

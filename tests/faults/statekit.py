@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -26,6 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,13 @@ PARTITIONS = 8
 class Producer(threading.Thread):
     """Sends ``ticks`` ticks of keyed events, then the end markers; keeps what the hub accepted."""
 
-    def __init__(self, connection_string: str, *, devices: int = 16, ticks: int = 48, seed: int = 27) -> None:
+    def __init__(
+        self, connection_string: str, *, devices: int = 16, ticks: int = 48, seed: int = 27,
+        gate: Callable[[int], None] = lambda tick: None,
+    ) -> None:
         super().__init__(daemon=True)
+        self.gate = gate  # called before each tick: lets the test hold the producer until its faults kept up
+        self.tick = 0
         self.connection_string = connection_string
         self.devices = [f"dev-{i:02d}" for i in range(devices)]
         self.ticks = ticks
@@ -62,9 +69,10 @@ class Producer(threading.Thread):
             with EventHubProducerClient.from_connection_string(self.connection_string) as producer:
                 began = time.monotonic()
                 for tick in range(self.ticks):
+                    self.gate(tick)
                     if self.stop.is_set():
                         return
-                    now = BASE + tick * STEP
+                    self.tick, now = tick, BASE + tick * STEP
                     for device in self.devices:
                         bodies = [{"id": f"{tick}-{device}-{i}", "d": device,
                                    "t": round(now - self.rng.uniform(0, DISORDER), 3), "late": False}
@@ -78,6 +86,7 @@ class Producer(threading.Thread):
                         producer.send_batch(batch)
                         self.sent += len(bodies)
                         self.injected_late.update(b["id"] for b in bodies if b["late"])
+                    began = max(began, time.monotonic() - (tick + 1) * TICK)  # a held producer goes on at its pace
                     time.sleep(max(0.0, began + (tick + 1) * TICK - time.monotonic()))
                 end = BASE + self.ticks * STEP + 3600.0
                 for pid in map(str, range(PARTITIONS)):
@@ -146,15 +155,18 @@ def ground_truth(connection_string: str) -> Truth:
     return Truth(asyncio.run(_read_hub(connection_string)))
 
 
-def results(db: Path) -> tuple[dict[tuple[str, float], int], set[str], Counter[tuple[str, float]]]:
-    """The sink's cells, the ids reported late, and the cells emitted with more than one distinct value."""
+def results(db: Path) -> tuple[dict[tuple[str, float], int], set[str], Counter[tuple[str, float]], int]:
+    """The sink's cells, the ids reported late, the cells emitted with more than one distinct value, and how many
+    cells were emitted more than once."""
     with sqlite3.connect(db, timeout=30.0) as con:
         cells = {(d, s): n for d, s, n in con.execute("SELECT device, window_start, count FROM cells")}
         late = {i for (i,) in con.execute("SELECT id FROM late")}
         conflicts = Counter({(d, s): n for d, s, n in con.execute(
             "SELECT device, window_start, COUNT(DISTINCT count) FROM emits GROUP BY device, window_start "
             "HAVING COUNT(DISTINCT count) > 1")})
-    return cells, late, conflicts
+        [(again,)] = con.execute("SELECT COUNT(*) FROM (SELECT 1 FROM emits GROUP BY device, window_start "
+                                 "HAVING COUNT(*) > 1)").fetchall()
+    return cells, late, conflicts, again
 
 
 def compare(truth: Counter[tuple[str, float]], got: dict[tuple[str, float], int]) -> dict[str, Any]:
@@ -213,7 +225,7 @@ class Fleet:
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait(timeout=10)
+        assert self.procs[name].wait(timeout=10) == -signal.SIGKILL
         self.kills += 1
 
     def stop(self, name: str, *, count: bool = True) -> None:
@@ -222,6 +234,10 @@ class Fleet:
         owner = f"{name}.{self.incarnation[name]}"
         assert code == 0, (self.out / f"{owner}.err").read_text()[-3000:]
         self.stops += count
+
+    @property
+    def faults(self) -> int:
+        return self.kills + self.stops
 
     def stop_all(self) -> None:
         for name, proc in self.procs.items():
@@ -233,6 +249,10 @@ class Fleet:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+    def restores(self) -> list[int]:
+        """How many keys each restore of saved state brought back (the operator logs it at INFO)."""
+        return [int(n) for err in self.out.glob("*.err") for n in re.findall(r"restored (\d+) keys", err.read_text())]
 
     def handovers(self) -> int:
         """Handovers felt: per partition, the owners (incarnations) that opened it, less one."""
