@@ -39,7 +39,7 @@ from rxhubs.sources import partition_batches
 from rxhubs.transport import Hub, PartitionReceiver
 
 if TYPE_CHECKING:
-    from rxhubs import emulator, operators, spark, stores, testing
+    from rxhubs import emulator, operators, spark, stores, tables, testing, windows
     from rxhubs._workers import WorkerContext, WorkerReport, WorkersSummary, run_workers
     from rxhubs.balancing import PartitionStream, consume, partitions
     from rxhubs.processor import EventProcessor, PartitionProcessor
@@ -84,11 +84,13 @@ __all__ = [
     "run_workers",
     "spark",
     "stores",
+    "tables",
     "testing",
+    "windows",
 ]
 
 # Loaded on first use: Spark and the emulator are heavy, the rest keeps `import rxhubs` fast.
-_LAZY_MODULES = {"emulator", "operators", "spark", "stores", "testing"}
+_LAZY_MODULES = {"emulator", "operators", "spark", "stores", "tables", "testing", "windows"}
 _LAZY_ATTRS = {
     "EventHub": "rxhubs.transport",
     "EventProcessor": "rxhubs.processor",

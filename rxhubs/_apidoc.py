@@ -20,7 +20,11 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
     ("Operators", "rxhubs.operators", [
-        "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent",
+        "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
+    ]),
+    ("Windows and state", "rxhubs.windows", [
+        "tumbling", "hopping", "session", "count", "sum", "min", "max", "fold", "EnqueuedTime", "EventTime",
+        "CaughtUp", "WindowResult", "WindowBatch", "ScanBatch",
     ]),
     ("Processor", "rxhubs", ["EventProcessor", "PartitionProcessor"]),
     ("Workers", "rxhubs", ["run_workers", "WorkerContext", "WorkersSummary", "WorkerReport"]),

@@ -43,5 +43,6 @@ def test_every_operator_docstring_has_a_marble_diagram() -> None:
     import rxhubs.spark
     import rxhubs.testing
 
-    for operator in (rxhubs.operators.checkpoint, rxhubs.spark.write, rxhubs.testing.symbols):
+    for operator in (rxhubs.operators.checkpoint, rxhubs.operators.window, rxhubs.operators.scan_state,
+                     rxhubs.spark.write, rxhubs.testing.symbols):
         assert "Marble diagram" in (inspect.getdoc(operator) or ""), operator.__qualname__

@@ -34,13 +34,21 @@ EXPORTS = {
         "PartitionContext", "PartitionProcessor", "PartitionProperties", "PartitionReceiver", "PartitionStream",
         "Position", "RxHubsError", "Shutdown", "WorkerContext", "WorkerReport", "WorkersSummary", "__version__",
         "arun", "consume", "emulator", "errors", "operators", "partition_batches", "partitions", "run",
-        "run_workers", "spark", "stores", "testing",
+        "run_workers", "spark", "stores", "tables", "testing", "windows",
     },
-    "rxhubs.operators": {"OutgoingEvent", "Publisher", "checkpoint", "dead_letter", "process", "publish"},
+    "rxhubs.operators": {
+        "CommitResult", "OutgoingEvent", "Publisher", "TransactionalSink", "checkpoint", "dead_letter",
+        "exactly_once", "process", "publish", "read_position", "scan_state", "window",
+    },
+    "rxhubs.tables": {"COLUMNS", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"},
+    "rxhubs.windows": {
+        "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",
+        "hopping", "max", "min", "session", "sum", "tumbling",
+    },
     "rxhubs.stores": {
         "BlobCheckpointStore", "CheckpointStore", "FencedCheckpointStore", "InMemoryCheckpointStore",
-        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StoreLike", "as_checkpoint_store",
-        "from_url", "is_fenced",
+        "SdkCheckpointStore", "SdkStyleCheckpointStore", "SqliteCheckpointStore", "StatefulCheckpointStore",
+        "StoreLike", "as_checkpoint_store", "from_url", "is_fenced", "is_stateful",
     },
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",

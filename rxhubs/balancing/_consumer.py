@@ -217,6 +217,9 @@ class Consumer:
         if stream is not None and stream.session is session:
             del self.streams[session.partition_id]
 
+    def on_unreadable(self, session: PartitionSession, operation: str, error: Exception) -> None:
+        self.report(session.context, operation, error)
+
     def on_error(self, operation: str, error: Exception) -> None:
         self.report(self._group_context(), operation, error)
 

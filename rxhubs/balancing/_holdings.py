@@ -9,11 +9,13 @@ from reactivex import abc
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
+from rxhubs._state import decode
 from rxhubs.balancing._listener import LoopListener
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._records import split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
-from rxhubs.errors import OwnershipLostError
+from rxhubs.balancing._store_calls import Fenced
+from rxhubs.errors import OwnershipLostError, StateError
 
 __all__ = ["Holdings"]
 
@@ -117,9 +119,14 @@ class Holdings:
             session.lose()
 
     def _fenced_checkpoints(
-        self, claimed: list[PartitionSession], results: list[Checkpoint | Exception | None]
+        self, claimed: list[PartitionSession], results: list[Fenced | Exception]
     ) -> dict[str, Checkpoint]:
         """Take the fences of the partitions just claimed in: periods begun, checkpoints read, partitions lost.
+
+        The operator state read with a checkpoint is decoded onto the session (``restored_state``): the
+        stateful operators restore it on the period's first batch. A state that cannot be decoded (corrupt, or
+        not rxhubs state) is never replaced by an empty one: the partition is reported, not read, released and
+        avoided for a backoff, like a partition whose reader failed.
 
         Raises:
             Exception: The first failure other than a lost partition (the round is then retried, and the
@@ -135,11 +142,32 @@ class Holdings:
                 failure = failure or result
             else:
                 session.period = session.record
-                if result is not None:
-                    checkpoints[session.partition_id] = result
+                checkpoint, state = result
+                if state is not None and not self._restore(session, checkpoint, state):
+                    continue
+                if checkpoint is not None:
+                    checkpoints[session.partition_id] = checkpoint
         if failure is not None:
             raise failure
         return checkpoints
+
+    def _restore(self, session: PartitionSession, checkpoint: Checkpoint | None, state: bytes) -> bool:
+        """Decode ``state`` onto ``session``; False (the partition reported, released later) if it cannot be."""
+        try:
+            session.restored_state = decode(state)
+            return True
+        except StateError as exc:
+            at = f" (checkpoint at sequence number {checkpoint.sequence_number})" if checkpoint is not None else ""
+            error = StateError(
+                f"partition {session.partition_id}: the operator state saved with its checkpoint{at} cannot be "
+                f"restored: {exc}; the partition is not read (restarting from empty state would give wrong "
+                "results): repair or delete the saved state"
+            )
+            log.error("balancing: %s", error)
+            self._avoid_after_failure(session.partition_id)
+            session.mark_ready()  # released with the next claim, never read
+            self.listener.on_unreadable(session, "state", error)
+            return False
 
     def _forget_released(self, releases: list[Ownership]) -> None:
         for release in releases:

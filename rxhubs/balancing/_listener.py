@@ -28,6 +28,12 @@ class LoopListener(Protocol):
     def on_released(self, session: PartitionSession) -> None:
         """The partition was released (or its release attempted): it is not this consumer's any more."""
 
+    def on_unreadable(self, session: PartitionSession, operation: str, error: Exception) -> None:
+        """A partition just claimed cannot be read (its saved operator state is corrupt): report it.
+
+        The loop releases it without reading it, and avoids it for a backoff.
+        """
+
     def on_error(self, operation: str, error: Exception) -> None:
         """A balancing step failed (``"list"``, ``"claim"`` or ``"release"``); the loop retries it."""
 

@@ -28,6 +28,7 @@ from rxhubs._models import Position
 from rxhubs._rx import pipeline_scheduler
 from rxhubs.balancing._consumer import Consumer
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Strategy
+from rxhubs.balancing._positions import TablePositions, with_table_positions
 from rxhubs.balancing._settings import (
     CloseHook,
     ConsumerOptions,
@@ -74,6 +75,7 @@ def partitions(
     on_partition_initialize: InitializeHook | None = None,
     on_partition_close: CloseHook | None = None,
     on_partition_error: ErrorHook | None = None,
+    positions: TablePositions | None = None,
 ) -> Observable[PartitionStream]:
     """An Observable of :class:`PartitionStream`: one per partition this consumer owns, balanced with its peers.
 
@@ -130,6 +132,10 @@ def partitions(
         on_partition_close: Called with the context and the reason when a partition stream ends.
         on_partition_error: Called with the context and the error when a partition's reader fails; the other
             partitions go on, and the failed one is claimed again later.
+        positions: A table that keeps each partition's position with its rows (a
+            :class:`~rxhubs.operators.TransactionalSink`, used with :func:`rxhubs.operators.exactly_once`): a
+            partition gained is read right after the table's position, which wins over the checkpoint (the
+            checkpoint is used where the table has none). See ``docs/exactly-once.md``.
 
     Returns:
         An Observable of :class:`PartitionStream`; it completes after a graceful stop released everything.
@@ -180,6 +186,8 @@ def partitions(
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)
+    if positions is not None:
+        checked_store = with_table_positions(checked_store, positions)
 
     def subscribe(
         observer: abc.ObserverBase[PartitionStream], sched: abc.SchedulerBase | None = None

@@ -15,6 +15,7 @@ from reactivex import abc
 
 from rxhubs._models import CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
+from rxhubs.balancing._positions import TablePositions
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources import ReadSettings
 from rxhubs.sources._settings import DEFAULT_READ
@@ -196,6 +197,7 @@ class ConsumerOptions(TypedDict, total=False):
     on_partition_initialize: InitializeHook | None
     on_partition_close: CloseHook | None
     on_partition_error: ErrorHook | None
+    positions: TablePositions | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import deadline
 from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._planner import BalancingSettings
 from rxhubs.errors import StoreError
-from rxhubs.stores import CheckpointStore, FencedCheckpointStore
+from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StatefulCheckpointStore, is_stateful
 
-__all__ = ["StoreCalls"]
+__all__ = ["Fenced", "StoreCalls"]
 
 T = TypeVar("T")
+
+#: What a fence read: the partition's checkpoint and the operator state committed with it (each None if none).
+Fenced: TypeAlias = tuple[Checkpoint | None, bytes | None]
 
 
 class StoreCalls:
@@ -70,20 +73,25 @@ class StoreCalls:
         listed = await self._bounded("list_checkpoints", "list", lambda: self.store.list_checkpoints(ns, hub, group))
         return {c.partition_id: c for c in listed}
 
-    async def fence(self, records: Sequence[Ownership]) -> list[Checkpoint | Exception | None]:
-        """Begin the period of each record just won (a fenced store only): its checkpoint, or what failed.
+    async def fence(self, records: Sequence[Ownership]) -> list[Fenced | Exception]:
+        """Begin the period of each record just won (a fenced store only): its checkpoint and state, or what failed.
 
-        Concurrent under asyncio, one after the other in virtual time (where stores never wait anyway).
+        A store that keeps operator state (``fence_with_state``) returns the state committed with the
+        checkpoint from the same read; others return None for it. Concurrent under asyncio, one after the other
+        in virtual time (where stores never wait anyway).
         """
         store = self.store
         assert isinstance(store, FencedCheckpointStore)
+        stateful = cast(StatefulCheckpointStore, store) if is_stateful(store) else None
 
-        async def one(record: Ownership) -> Checkpoint | None:
-            return await self._bounded("fence", "list", lambda: store.fence(record))
+        async def one(record: Ownership) -> Fenced:
+            if stateful is not None:
+                return await self._bounded("fence", "list", lambda: stateful.fence_with_state(record))
+            return await self._bounded("fence", "list", lambda: store.fence(record)), None
 
         if current_stepper() is None:
             return list(await asyncio.gather(*(one(r) for r in records), return_exceptions=True))  # type: ignore[arg-type]
-        results: list[Checkpoint | Exception | None] = []
+        results: list[Fenced | Exception] = []
         for record in records:
             try:
                 results.append(await one(record))

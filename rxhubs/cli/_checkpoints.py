@@ -21,10 +21,13 @@ EXAMPLES = """examples:
   rxhubs checkpoints -g analytics --store blob://checkpoints --json
   rxhubs checkpoints --watch                      refresh every 2 s until Ctrl-C (exit code 0)
   rxhubs checkpoints --watch --interval 10 --count 6 --json   six snapshots 10 s apart, then exit
+  rxhubs checkpoints --table sqlite:events.db     also the table's position (rxhubs consume --sink sqlite:...)
 
 Columns: partition, owner (empty: released or never claimed), ownership age in seconds (older than the
 expiry means the owner stopped renewing), checkpoint sequence number, the partition's last enqueued
-sequence number, and lag (events after the checkpoint).
+sequence number, and lag (events after the checkpoint). With --table (an exactly-once sink), a column
+'table' shows the table's position (its last sequence number of the partition), and lag counts from it: the
+table's position is where a new owner resumes (docs/exactly-once.md).
 
 With --watch, a failure that may pass (a store or hub outage) is reported on stderr and the next refresh
 tries again; one that will not (refused credentials, an unknown hub) ends the command with exit code 2.
@@ -51,13 +54,25 @@ def add_parser(subparsers: Any) -> None:
         "--interval", type=float, default=None, help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g})"
     )
     parser.add_argument("--count", type=int, default=None, help="with --watch: stop after this many refreshes")
+    parser.add_argument("--table", help="an exactly-once table (sqlite:PATH): show its position per partition")
     parser.set_defaults(run=run)
 
 
-async def collect(hub: Any, store: Any, consumer_group: str, now: float | None = None) -> list[dict[str, Any]]:
-    """One row per partition: owner, ownership age, checkpoint, last enqueued sequence number, lag."""
+async def collect(
+    hub: Any, store: Any, consumer_group: str, now: float | None = None, table: Any = None
+) -> list[dict[str, Any]]:
+    """One row per partition: owner, ownership age, checkpoint, last enqueued sequence number, lag.
+
+    With ``table`` (a transactional sink), also ``table``: its position, from which lag then counts.
+    """
+    from rxhubs._models import PartitionContext
+
     ns, name = hub.fully_qualified_namespace, hub.eventhub_name
     partition_ids = list(await hub.get_partition_ids())
+    positions: dict[str, int | None] = {}
+    if table is not None:
+        found = await table.positions([PartitionContext(ns, name, consumer_group, p) for p in partition_ids])
+        positions = dict(found)
     ownership = {o.partition_id: o for o in await store.list_ownership(ns, name, consumer_group)}
     checkpoints = {c.partition_id: c for c in await store.list_checkpoints(ns, name, consumer_group)}
     props = await asyncio.gather(*(hub.get_partition_properties(p) for p in partition_ids))
@@ -68,7 +83,9 @@ async def collect(hub: Any, store: Any, consumer_group: str, now: float | None =
         cp = checkpoints.get(p)
         last = prop.last_enqueued_sequence_number
         checkpoint = cp.sequence_number if cp else None
-        lag = last - (checkpoint if checkpoint is not None else prop.beginning_sequence_number - 1)
+        done = positions.get(p) if table is not None else checkpoint
+        lag = last - (done if done is not None else prop.beginning_sequence_number - 1)
+        extra = {"table": positions.get(p)} if table is not None else {}
         rows.append({
             "partition": p,
             "owner": own.owner_id if own else None,
@@ -76,20 +93,25 @@ async def collect(hub: Any, store: Any, consumer_group: str, now: float | None =
             "checkpoint": checkpoint,
             "last_enqueued": last,
             "lag": max(0, lag) if not prop.is_empty else 0,
+            **extra,
         })
     return rows
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     """A plain table."""
-    header = f"{'partition':>9}  {'owner':<24} {'age s':>7} {'checkpoint':>11} {'last enqueued':>14} {'lag':>9}"
+    with_table = any("table" in r for r in rows)
+    header = f"{'partition':>9}  {'owner':<24} {'age s':>7} {'checkpoint':>11} " + (
+        f"{'table':>11} " if with_table else "") + f"{'last enqueued':>14} {'lag':>9}"
     lines = [header, "-" * len(header)]
     for r in rows:
         age = "-" if r["ownership_age_s"] is None else f"{r['ownership_age_s']:.1f}"
         checkpoint = "-" if r["checkpoint"] is None else f"{r['checkpoint']:,}"
+        table = ("-" if r.get("table") is None else f"{r['table']:,}") if with_table else None
         lines.append(
             f"{r['partition']:>9}  {r['owner'] or '-':<24} {age:>7} {checkpoint:>11} "
-            f"{r['last_enqueued']:>14,} {r['lag']:>9,}"
+            + (f"{table:>11} " if table is not None else "")
+            + f"{r['last_enqueued']:>14,} {r['lag']:>9,}"
         )
     return "\n".join(lines)
 
@@ -124,7 +146,7 @@ def _show(rows: list[dict[str, Any]], args: argparse.Namespace, out: TextIO, at:
 
 async def watch(
     hub: Any, store: Any, args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-    stop: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None, table: Any = None,
 ) -> None:
     """Print the table every ``--interval`` seconds, ``--count`` times, or until ``stop`` is set (Ctrl-C).
 
@@ -137,7 +159,7 @@ async def watch(
     while not stop.is_set():
         started = time.monotonic()
         try:
-            rows = await collect(hub, store, args.consumer_group)
+            rows = await collect(hub, store, args.consumer_group, table=table)
         except RxHubsError as exc:
             if refreshes == 0 or not exc.retriable:
                 raise
@@ -151,23 +173,48 @@ async def watch(
             await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - started)))
 
 
+def _table(spec: str | None) -> Any:
+    """The table ``--table`` names (it must exist already), or None."""
+    if not spec:
+        return None
+    from pathlib import Path
+
+    from rxhubs.tables import sink_for
+
+    table = sink_for(spec)
+    if table is None:
+        raise ConfigurationError(f"--table takes an exactly-once table such as sqlite:PATH, got {spec!r}")
+    path = getattr(table, "path", None)
+    if isinstance(path, str) and not Path(path).exists():
+        raise ConfigurationError(f"--table {spec}: no such file {path}")
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    table = _table(args.table)
 
     async def main() -> list[dict[str, Any]]:
-        async with opened(args) as (hub, store):
-            if args.watch:
-                # Ctrl-C ends the watch after the refresh under way, never inside an SDK call (a cancelled
-                # management call can swallow the cancellation and leave the command running).
-                stop = asyncio.Event()
-                loop = asyncio.get_running_loop()
-                loop.add_signal_handler(signal.SIGINT, stop.set)
-                try:
-                    await watch(hub, store, args, stop=stop)
-                finally:
-                    loop.remove_signal_handler(signal.SIGINT)
-                return []
-            return await collect(hub, store, args.consumer_group)
+        try:
+            async with opened(args) as (hub, store):
+                return await show(hub, store)
+        finally:
+            if table is not None:
+                await table.close()
+
+    async def show(hub: Any, store: Any) -> list[dict[str, Any]]:
+        if args.watch:
+            # Ctrl-C ends the watch after the refresh under way, never inside an SDK call (a cancelled
+            # management call can swallow the cancellation and leave the command running).
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            try:
+                await watch(hub, store, args, stop=stop, table=table)
+            finally:
+                loop.remove_signal_handler(signal.SIGINT)
+            return []
+        return await collect(hub, store, args.consumer_group, table=table)
 
     try:
         rows = asyncio.run(main())

@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   export EVENTHUB_CONNECTION_STRING='Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=telemetry'
   rxhubs consume                                        print events, checkpoints in .rxhubs/checkpoints.sqlite
   rxhubs consume --sink jsonl:out/events.jsonl --store sqlite:///cp.sqlite
+  rxhubs consume --sink sqlite:events.db               exactly once into a SQLite table (docs/exactly-once.md)
   rxhubs consume --sink eventhub:enriched               publish to hub 'enriched' (same namespace), then checkpoint
   rxhubs consume --sink parquet:out/parquet --store blob://checkpoints   (blob: AZURE_STORAGE_CONNECTION_STRING)
   rxhubs consume --start earliest --duration 30         ignore stored checkpoints, stop after 30 s
@@ -38,7 +39,8 @@ def add_parser(subparsers: Any) -> None:
     add_hub_options(parser)
     parser.add_argument(
         "--sink", default="console",
-        help="console, jsonl:PATH, parquet:PATH or eventhub:HUB (a hub of the same namespace; default console)",
+        help="console, jsonl:PATH, parquet:PATH, eventhub:HUB (a hub of the same namespace) or, exactly once,"
+        " sqlite:PATH (default console)",
     )
     parser.add_argument("--owner-id", help="this consumer's id (default: a random one)")
     parser.add_argument("--start", choices=sorted(POSITIONS), help="start here, ignoring stored checkpoints")
@@ -55,6 +57,18 @@ def add_parser(subparsers: Any) -> None:
         help="run N consumer processes (default 1; 0: one per CPU); a store every process can share is needed",
     )
     parser.set_defaults(run=run)
+
+
+def exactly_once(spec: str, options: dict[str, Any]) -> tuple[Any, Any]:
+    """``(operator, table)`` for a table spec (``sqlite:PATH``): reads resume from the table; else ``(None, None)``."""
+    from rxhubs import operators as hops
+    from rxhubs.tables import sink_for
+
+    table = sink_for(spec)
+    if table is None:
+        return None, None
+    options["positions"] = table
+    return hops.exactly_once(table), table
 
 
 def _sink(spec: str, worker: int | None = None, hub: Any = None) -> Any:
@@ -131,7 +145,10 @@ def worker_pipeline(args: argparse.Namespace, context: Any) -> Any:
     store = context.closing(open_store(args))
     options = {**_options(args), "owner_id": context.owner_id}
     target = open_target(args)
-    sink = _sink(args.sink, context.index, target and context.closing(target))
+    sink, table = exactly_once(args.sink, options)
+    if table is not None:
+        context.closing(table)
+    sink = sink or _sink(args.sink, context.index, target and context.closing(target))
     return rxhubs.consume(hub, args.consumer_group, store, **options).pipe(
         sink, hops.checkpoint(store, max_interval=args.checkpoint_interval)
     )
@@ -182,12 +199,14 @@ def run(args: argparse.Namespace) -> int:
     hub = open_hub(args)
     store: Any = None
     target: Any = None
+    table: Any = None
     try:
         store = open_store(args)
         target = open_target(args)
-        sink = _sink(args.sink, hub=target)
+        sink, table = exactly_once(args.sink, options)
+        sink = sink or _sink(args.sink, hub=target)
     except BaseException:
-        asyncio.run(close_all(hub, store, target))
+        asyncio.run(close_all(hub, store, target, table))
         raise
 
     async def main() -> None:
@@ -213,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
             if fatal:
                 raise fatal[0]
         finally:
-            await close_all(hub, store, target)
+            await close_all(hub, store, target, table)
 
     asyncio.run(main())
     return 0

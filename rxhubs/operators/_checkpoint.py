@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 import reactivex
 from reactivex import Observable, abc
@@ -15,10 +14,11 @@ from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
-from rxhubs._rx import deadline, from_coroutine, pipeline_scheduler
+from rxhubs._rx import from_coroutine, pipeline_scheduler
 from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
-from rxhubs.operators._prefix import ContiguousPrefix
-from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StoreLike, as_checkpoint_store, is_fenced
+from rxhubs.operators._state_commit import PartitionRecord as _Partition
+from rxhubs.operators._state_commit import is_owned, no_state_support, store_write
+from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store, is_fenced, is_stateful
 
 __all__ = ["checkpoint"]
 
@@ -26,34 +26,6 @@ log = logging.getLogger("rxhubs.operators")
 
 #: Seconds a write may take when neither ``timeout`` nor the batch's session (``store_timeout``) says.
 DEFAULT_TIMEOUT = 10.0
-
-
-def is_owned(session: OwnershipSession | None) -> bool:
-    """Whether a batch's session still owns its partition (True for batches without one)."""
-    return session is None or session.owned
-
-
-@dataclass(eq=False, slots=True)
-class _Partition:
-    """Checkpointing state of one partition."""
-
-    context: PartitionContext
-    session: OwnershipSession | None = None
-    prefix: ContiguousPrefix = field(default_factory=ContiguousPrefix)
-    pending: Checkpoint | None = None
-    watermark: int = -1
-    in_flight: Checkpoint | None = None
-    written: Checkpoint | None = None
-    last_write_at: float | None = None
-    batches: int = 0
-    attempt: int = 0
-    flushing: bool = False
-    timer: abc.DisposableBase | None = None
-    waiters: list[Callable[[], None]] = field(default_factory=list)
-
-    @property
-    def idle(self) -> bool:
-        return self.pending is None and self.in_flight is None
 
 
 class _Checkpointer:
@@ -87,46 +59,56 @@ class _Checkpointer:
         self.writes = 0
         self.refused = 0
         self.fenced = is_fenced(store)
+        self.keeps_state = is_stateful(store)
+        self.warned_unsaved = False
 
     # -- upstream ------------------------------------------------------------------------------------------
     def on_next(self, batch: EventBatch) -> None:
         if self.failed:
             return
         self._remember(batch)
-        self.observer.on_next(batch)
+        if not self.failed:
+            self.observer.on_next(batch)
 
     def _remember(self, batch: EventBatch) -> None:
         session = batch._session
         if not is_owned(session):
             return  # the partition moved on: what this consumer did with it is not recorded
+        if batch._state and not self._state_kept(batch):
+            return
         state = self.partitions.get(batch.context)
         if state is None:
             state = self.partitions[batch.context] = _Partition(batch.context)
         if session is not state.session:
-            # a new period of ownership: it started from the stored checkpoint, so positions start afresh
-            state.session, state.watermark, state.pending, state.prefix = session, -1, None, ContiguousPrefix()
+            state.begin(session)  # a new period of ownership: from the stored checkpoint (and state) afresh
             if session is not None:
                 session.register(self, self._flusher)
-        origin = batch._origin
         position = self.position(batch) if self.position is not None else None
-        if origin is None:  # a batch made by hand: its own last event, never going back
-            last = position or batch.last_event
-        else:
-            last, reordered = state.prefix.advance(origin, position or origin.last)
-            if reordered and not self.warned_reorder:
-                self.warned_reorder = True
-                log.warning(
-                    "checkpoint: batches of partition %s arrive out of order (the pipeline reorders them, e.g. a"
-                    " flat_map over async work); only the contiguous prefix is checkpointed. Use hops.process"
-                    " to keep the order.",
-                    batch.partition_id,
-                )
-        if last is None or last.sequence_number <= state.watermark:
-            return  # nothing to record, or it would go back
-        state.watermark = last.sequence_number
-        state.pending = Checkpoint.of(batch.context, last)
-        state.batches += 1
-        self._maybe_write(state)
+        news, reordered = state.take(batch, position)
+        if reordered and not self.warned_reorder:
+            self.warned_reorder = True
+            log.warning(
+                "checkpoint: batches of partition %s arrive out of order (the pipeline reorders them, e.g. a"
+                " flat_map over async work); only the contiguous prefix is checkpointed. Use hops.process"
+                " to keep the order.",
+                batch.partition_id,
+            )
+        if news:
+            state.batches += 1
+            self._maybe_write(state)
+
+    def _state_kept(self, batch: EventBatch) -> bool:
+        """A batch carries state deltas: False (and the stream fails, once) if the store cannot keep them."""
+        if self.keeps_state:
+            if batch._session is None and not self.warned_unsaved:
+                self.warned_unsaved = True
+                log.warning("checkpoint: batches read without balancing carry operator state, which is not saved"
+                            " (no period of ownership to commit it in); use rxhubs.partitions or rxhubs.consume")
+            return True
+        self.failed = True
+        self.upstream.dispose()
+        self.observer.on_error(no_state_support(self.store, batch))
+        return False
 
     def on_error(self, error: Exception) -> None:
         self._complete(error)
@@ -239,25 +221,13 @@ class _Checkpointer:
             self._fail(state, checkpoint, error)
 
         period = session.period if session is not None and self.fenced else None
-        store = self.store
         limit = self.timeout or (session.store_timeout if session is not None else None) or DEFAULT_TIMEOUT
-
-        def call() -> Coroutine[Any, Any, None]:
-            if period is not None:
-                return cast(FencedCheckpointStore, store).update_checkpoint_fenced(checkpoint, period)
-            return store.update_checkpoint(checkpoint)
-
-        async def bounded() -> None:
-            try:
-                async with deadline(limit):
-                    await call()
-            except TimeoutError:
-                raise StoreError(
-                    f"checkpoint of partition {checkpoint.partition_id} did not answer within {limit:.1f} s"
-                ) from None
+        store = self.store
 
         try:
-            write = from_coroutine(lambda: _telemetry.hooks.checkpoint(checkpoint, session, bounded()))
+            encoded = state.state.encoded() if state.state.stateful and period is not None else None
+            write = from_coroutine(lambda: _telemetry.hooks.checkpoint(
+                checkpoint, session, store_write(store, checkpoint, period, encoded, limit)))
             write.subscribe(on_error=failed, on_completed=done, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)
@@ -355,6 +325,13 @@ def checkpoint(
     counts as done) and a :class:`~rxhubs.errors.StoreError` naming the partition and sequence number stops
     that partition only (it is released and read again from that checkpoint later); batches read without
     balancing have no partition to stop, so the stream errors with it.
+
+    **Operator state.** Batches that went through stateful operators (``hops.window``, ``hops.scan_state``)
+    carry what they changed; the operator folds the changes of the contiguous prefix into its copy of the
+    partition's state (which starts from the state the partition was claimed with) and writes it in the same
+    store call as the checkpoint (``StatefulCheckpointStore.commit_state``), so a committed checkpoint always
+    comes with exactly the state of the events up to it. A change of state at the same position is written too.
+    A store that cannot keep state fails the stream with a :class:`~rxhubs.errors.ConfigurationError`.
 
     Marble diagram (``max_interval=5``; ``a``..``d`` batches, whose last events are written)::
 

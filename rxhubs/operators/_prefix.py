@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any, TypeVar
 
 from rxhubs._batch import Origin
 from rxhubs._models import Event
@@ -10,6 +11,8 @@ from rxhubs._models import Event
 __all__ = ["ContiguousPrefix"]
 
 _RETIRED = 16  # reads remembered as finished, so their stragglers are ignored
+
+T = TypeVar("T")
 
 
 class ContiguousPrefix:
@@ -35,7 +38,7 @@ class ContiguousPrefix:
     def __init__(self) -> None:
         self._read: object | None = None
         self._next = 0
-        self._ahead: dict[int, Event | None] = {}
+        self._ahead: dict[int, tuple[Event | None, Any]] = {}
         self._retired: deque[object] = deque(maxlen=_RETIRED)
 
     def advance(self, origin: Origin, position: Event | None) -> tuple[Event | None, bool]:
@@ -45,23 +48,34 @@ class ContiguousPrefix:
             The event the prefix now ends with, if it moved and ends with one (else None), and whether the
             batch arrived ahead of one still missing.
         """
+        newest, reordered, _ = self.advance_with(origin, position, None)
+        return newest, reordered
+
+    def advance_with(self, origin: Origin, position: Event | None, payload: T) -> tuple[Event | None, bool, list[T]]:
+        """:meth:`advance`, with a payload per batch (its state deltas) that comes back once the prefix covers it.
+
+        Returns:
+            As :meth:`advance`, and the payloads of the batches the prefix now covers, in their read order
+            (empty when the batch waits behind a missing one, or was seen already).
+        """
         if origin.read is not self._read:
             if any(origin.read is read for read in self._retired):
-                return None, False  # a straggler of a read that has ended
+                return None, False, []  # a straggler of a read that has ended
             if self._read is not None:
                 self._retired.append(self._read)
             self._read, self._next, self._ahead = origin.read, 0, {}
         index = origin.index
         if index < self._next or index in self._ahead:
-            return None, False  # seen already
+            return None, False, []  # seen already
         if index > self._next:
-            self._ahead[index] = position
-            return None, True
-        newest = position
+            self._ahead[index] = (position, payload)
+            return None, True, []
+        newest, released = position, [payload]
         self._next = index + 1
         while self._next in self._ahead:
-            later = self._ahead.pop(self._next)
+            later, carried = self._ahead.pop(self._next)
+            released.append(carried)
             if later is not None:
                 newest = later
             self._next += 1
-        return newest, False
+        return newest, False, released

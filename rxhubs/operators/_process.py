@@ -253,13 +253,14 @@ class _Processor:
             if batch._session is not None:
                 batch._session.report(self.operation, error)
 
-            def again(*_: Any) -> None:
+            def again(*_: Any) -> None:  # the batch kept its slot while it waited: nothing overtook it
                 entry.timer = None
                 if not (self.terminated or lane.failed):
+                    lane.running -= 1
                     self._attempt(lane, entry)
 
+            lane.running += 1
             entry.timer = self.scheduler.schedule_relative(delay, again)
-            self._start(lane)
             return
         if self.on_poison is not None:
             self._dead_letter(lane, entry, error)
@@ -368,7 +369,8 @@ def process(
 
     **Failures stay in their partition.** A failed ``fn`` is retried on the same batch with ``retry``
     (default: 3 retries, 0.2 s doubling), each failure reported to ``on_partition_error`` with the operation
-    ``"process"``; later batches of that partition wait, the other partitions go on. When retries run out the
+    ``"process"``; later batches of that partition wait (a batch waiting for its retry keeps its slot, so with
+    ``concurrency=1`` nothing overtakes it), the other partitions go on. When retries run out the
     batch is *poison*:
 
     * with ``on_poison``: ``on_poison(batch, error)`` is called (sync or async: a dead-letter sink) and, once

@@ -1,7 +1,8 @@
 """Checkpoint stores: ownership and checkpoints for consumer groups, behind one contract.
 
 Every store keeps the contract of :class:`CheckpointStore` (see ``docs/stores.md``); the first three are also
-fenced (:class:`FencedCheckpointStore`: a former owner's checkpoint writes fail):
+fenced (:class:`FencedCheckpointStore`: a former owner's checkpoint writes fail) and keep operator state with
+the checkpoint (:class:`StatefulCheckpointStore`):
 
 * :class:`InMemoryCheckpointStore`: tests and single-process use; runs in virtual time; fault injection.
 * :class:`SqliteCheckpointStore`: the durable embedded default; local processes balance through one file.
@@ -29,8 +30,10 @@ from rxhubs.stores._contract import (
     CheckpointStore,
     FencedCheckpointStore,
     SdkStyleCheckpointStore,
+    StatefulCheckpointStore,
     StoreLike,
     is_fenced,
+    is_stateful,
 )
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.stores._sdk import SdkCheckpointStore, as_checkpoint_store
@@ -47,10 +50,12 @@ __all__ = [
     "SdkCheckpointStore",
     "SdkStyleCheckpointStore",
     "SqliteCheckpointStore",
+    "StatefulCheckpointStore",
     "StoreLike",
     "as_checkpoint_store",
     "from_url",
     "is_fenced",
+    "is_stateful",
 ]
 
 #: The environment variable :func:`from_url` reads the storage connection string from for ``blob://``.

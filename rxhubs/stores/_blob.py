@@ -36,7 +36,7 @@ from rxhubs.stores._blob_client import (
 )
 from rxhubs.stores._blob_fence import _FencedBlobWrites
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
-from rxhubs.stores._contract import FencedCheckpointStore
+from rxhubs.stores._contract import StatefulCheckpointStore
 
 __all__ = ["BlobCheckpointStore"]
 
@@ -46,7 +46,7 @@ def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_gro
     return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/{kind}/".lower()
 
 
-class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
+class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
     """Ownership and checkpoints as empty blobs with metadata: the layout of ``azure-eventhub-checkpointstoreblob``.
 
     A consumer group moves between rxhubs and the official ``EventProcessor`` (Python, and the other SDKs that
@@ -65,6 +65,7 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
       owner's period (an extra metadata key, ``rxhubsfence``; the official store ignores it) and every fenced
       write is conditional on the blob's etag, so a former owner's write fails once the new owner fenced
       (``rxhubs.stores._blob_fence`` explains the scheme and its one window: a partition without checkpoint);
+      operator state (``commit_state``) is the checkpoint blob's body, written with its metadata in one upload;
     * each listing is one request (``list_blobs`` with metadata) per 5,000 partitions;
     * etags come back without quotes; ``last_modified_time`` is the service's (one-second resolution);
     * malformed blobs (no ``ownerid``, a non-numeric ``offset`` or ``sequencenumber``, a foreign blob under the
@@ -262,11 +263,11 @@ class BlobCheckpointStore(_FencedBlobWrites, FencedCheckpointStore):
                 pass
             self._container_ready = True
 
-    async def _create_only(self, blob: _Blob, metadata: dict[str, str]) -> dict[str, Any] | None:
-        """Upload an empty blob without overwrite: its properties, or None when it already exists."""
+    async def _create_only(self, blob: _Blob, metadata: dict[str, str], data: bytes = b"") -> dict[str, Any] | None:
+        """Upload a blob (empty unless ``data``) without overwrite: its properties, or None when it exists."""
         for attempt in (1, 2):
             try:
-                return await blob.upload_blob(b"", overwrite=False, metadata=metadata)
+                return await blob.upload_blob(data, overwrite=False, metadata=metadata)
             except ResourceExistsError:
                 return None
             except ResourceNotFoundError as exc:

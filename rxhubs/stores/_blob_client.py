@@ -53,6 +53,20 @@ class _ThreadedBlob:
     async def get_blob_properties(self, **kwargs: Any) -> Any:
         return await _in_thread(self._blob.get_blob_properties, **kwargs)
 
+    async def download_blob(self, **kwargs: Any) -> _ThreadedDownload:
+        return _ThreadedDownload(await _in_thread(self._blob.download_blob, **kwargs))
+
+
+class _ThreadedDownload:
+    """A sync ``StorageStreamDownloader`` as the aio one looks: ``properties``, and ``await readall()``."""
+
+    def __init__(self, downloader: Any) -> None:
+        self._downloader = downloader
+        self.properties = downloader.properties
+
+    async def readall(self) -> bytes:
+        return bytes(await _in_thread(self._downloader.readall))
+
 
 class _ThreadedContainer:
     """The calls the store makes on a container, over a sync ``ContainerClient``, each in a worker thread.

@@ -21,6 +21,13 @@ fence is on the **checkpoint blob's etag**:
   position until the new owner's first write (nothing is lost: the new owner reads from its own start).
 
 The etag each period last saw is cached per checkpoint blob; a miss costs one read (a ``HEAD``).
+
+**Operator state** (``commit_state``) is the checkpoint blob's **body**: one conditional upload replaces the
+body and the metadata together (``offset``, ``sequencenumber``, ``rxhubsfence`` and ``rxhubsstate``, the
+state's length), so the pair is atomic, and the official store, which reads only the metadata, still reads
+the position. ``fence_with_state`` reads body and metadata in one ``GET``. Any write of the metadata alone (a
+checkpoint without state, by rxhubs or the official store) drops ``rxhubsstate``: the body is then not the
+state of that checkpoint, and is ignored (the next state commit overwrites it).
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ from azure.core.exceptions import AzureError, ResourceModifiedError, ResourceNot
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import RxHubsError, StoreError
 from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
-from rxhubs.stores._common import lost, normalize_etag, parse_offset, parse_sequence_number
+from rxhubs.stores._common import logger, lost, normalize_etag, parse_offset, parse_sequence_number
 
-__all__ = ["FENCE_KEY"]
+__all__ = ["FENCE_KEY", "STATE_KEY"]
 
 #: The checkpoint blob's metadata key naming the period that wrote it.
 FENCE_KEY = "rxhubsfence"
+#: The checkpoint blob's metadata key saying its body is the state committed with it (the body's length).
+STATE_KEY = "rxhubsstate"
 #: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
 _ATTEMPTS = 8
 _ABSENT = ""  # the cached "etag" of a checkpoint blob that does not exist
@@ -66,7 +75,7 @@ class _FencedBlobWrites(_Recycling):
     def _error(self, exc: BaseException, what: str) -> StoreError:
         raise NotImplementedError
 
-    async def _create_only(self, blob: _Blob, metadata: dict[str, str]) -> dict[str, Any] | None:
+    async def _create_only(self, blob: _Blob, metadata: dict[str, str], data: bytes = b"") -> dict[str, Any] | None:
         raise NotImplementedError
 
     @recycling
@@ -77,6 +86,14 @@ class _FencedBlobWrites(_Recycling):
             OwnershipLostError: The ownership blob is not at ``ownership``'s version any more.
             StoreError: The storage account failed (retriable), or the blob kept changing under the fence.
         """
+        return (await self._fence(ownership, with_state=False))[0]
+
+    @recycling
+    async def fence_with_state(self, ownership: Ownership) -> tuple[Checkpoint | None, bytes | None]:
+        """:meth:`fence`, reading the checkpoint blob's body too (one ``GET``): the position and its state."""
+        return await self._fence(ownership, with_state=True)
+
+    async def _fence(self, ownership: Ownership, *, with_state: bool) -> tuple[Checkpoint | None, bytes | None]:
         own_name, name = _names(ownership)
         key = period_key(ownership)
         try:
@@ -89,16 +106,23 @@ class _FencedBlobWrites(_Recycling):
                 raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
             blob = self._blob(name)
             for _ in range(_ATTEMPTS):
+                body = b""
                 try:
-                    props = await blob.get_blob_properties()
+                    if with_state:
+                        download = await blob.download_blob()
+                        props, body = download.properties, await download.readall()
+                    else:
+                        props = await blob.get_blob_properties()
                 except ResourceNotFoundError:
                     self._fences[name] = (key, _ABSENT)
-                    return None
+                    return None, None
+                except ResourceModifiedError:
+                    continue  # changed between the chunks of a large body: read it again
                 metadata = _metadata(props)
                 checkpoint = _checkpoint(ownership, metadata)
                 if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
                     self._fences.pop(name, None)
-                    return None
+                    return None, None
                 try:
                     written = await blob.set_blob_metadata(
                         {**metadata, FENCE_KEY: key},
@@ -108,7 +132,7 @@ class _FencedBlobWrites(_Recycling):
                 except (ResourceModifiedError, ResourceNotFoundError):
                     continue  # written meanwhile (by the former owner): read it again and stamp that
                 self._fences[name] = (key, str(normalize_etag(written["etag"])))
-                return checkpoint
+                return checkpoint, self._state_of(name, metadata, body) if with_state else None
         except RxHubsError:
             raise
         except (AzureError, OSError) as exc:
@@ -118,6 +142,18 @@ class _FencedBlobWrites(_Recycling):
             f"blob changed {_ATTEMPTS} times in a row"
         )
 
+    def _state_of(self, name: str, metadata: dict[str, str], body: bytes) -> bytes | None:
+        if STATE_KEY in metadata:
+            return body
+        if body:
+            logger.warning(
+                "blob store %s: checkpoint blob %r was last written without state (by a pipeline without stateful"
+                " operators, or the official store): its body is not the state of that checkpoint; ignoring it",
+                self._url,
+                name,
+            )
+        return None
+
     @recycling
     async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
         """Set the checkpoint blob's metadata ``If-Match`` the etag this period last saw.
@@ -126,6 +162,14 @@ class _FencedBlobWrites(_Recycling):
             OwnershipLostError: Another period fenced the blob, or the ownership blob names another owner.
             StoreError: The storage account failed (retriable), or the blob kept changing under the write.
         """
+        await self._write_fenced(checkpoint, ownership, None)
+
+    @recycling
+    async def commit_state(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes) -> None:
+        """Upload ``state`` as the checkpoint blob's body with the checkpoint's metadata, ``If-Match`` as above."""
+        await self._write_fenced(checkpoint, ownership, bytes(state))
+
+    async def _write_fenced(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes | None) -> None:
         own_name, name = _names(ownership)
         key = period_key(ownership)
         cached = self._fences.get(name)
@@ -137,6 +181,8 @@ class _FencedBlobWrites(_Recycling):
             "sequencenumber": str(int(checkpoint.sequence_number)),
             FENCE_KEY: key,
         }
+        if state is not None:
+            metadata[STATE_KEY] = str(len(state))
         try:
             for _ in range(_ATTEMPTS):
                 if etag is None:
@@ -154,12 +200,14 @@ class _FencedBlobWrites(_Recycling):
                     if not checked:  # the first checkpoint of the partition: nothing was stamped
                         await self._check_owner(own_name, ownership, None)
                         checked = True
-                    written = await self._create_only(blob, metadata)
+                    written = await self._create_only(blob, metadata, state or b"")
                 else:
+                    condition: dict[str, Any] = {"etag": f'"{etag}"', "match_condition": MatchConditions.IfNotModified}
                     try:
-                        written = await blob.set_blob_metadata(
-                            metadata, etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified
-                        )
+                        if state is None:
+                            written = await blob.set_blob_metadata(metadata, **condition)
+                        else:  # body and metadata in one request: the pair is atomic
+                            written = await blob.upload_blob(state, overwrite=True, metadata=metadata, **condition)
                     except (ResourceModifiedError, ResourceNotFoundError):
                         written = None
                 if written is None:

@@ -36,6 +36,9 @@ two blobs: it fences on the checkpoint blob's etag (see :class:`~rxhubs.stores.B
 verbs (yours, and stores written for the SDK's interface) keep working unfenced: rxhubs then writes with
 ``update_checkpoint``, as before.
 
+**State** (optional: :class:`StatefulCheckpointStore`): ``fence_with_state`` and ``commit_state`` read and write
+operator state together with the checkpoint, in the same fenced read and conditional write.
+
 Etags are opaque strings, compared after stripping quotes; every write of a record gives it a new etag.
 Keys (namespace, hub, consumer group, partition id) are compared case-insensitively, because the official
 blob layout lower-cases them; listings return records with the spelling passed to the listing call.
@@ -65,7 +68,15 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from rxhubs._models import Checkpoint, Ownership
 
-__all__ = ["CheckpointStore", "FencedCheckpointStore", "SdkStyleCheckpointStore", "StoreLike", "is_fenced"]
+__all__ = [
+    "CheckpointStore",
+    "FencedCheckpointStore",
+    "SdkStyleCheckpointStore",
+    "StatefulCheckpointStore",
+    "StoreLike",
+    "is_fenced",
+    "is_stateful",
+]
 
 
 @runtime_checkable
@@ -158,6 +169,71 @@ def is_fenced(store: object) -> bool:
         (True, False)
     """
     return callable(getattr(store, "fence", None)) and callable(getattr(store, "update_checkpoint_fenced", None))
+
+
+@runtime_checkable
+class StatefulCheckpointStore(FencedCheckpointStore, Protocol):
+    """A :class:`FencedCheckpointStore` that also keeps operator state with each checkpoint, in the same write.
+
+    The state is opaque bytes (rxhubs writes :func:`rxhubs._state.encode`'s). Rules, on top of fencing:
+
+    * ``commit_state(checkpoint, ownership, state)`` writes the checkpoint **and** the state in one conditional
+      write: both, only while ``ownership``'s period is current, or neither (:class:`~rxhubs.errors.
+      OwnershipLostError`, as ``update_checkpoint_fenced``);
+    * ``fence_with_state(ownership)`` is ``fence`` that also returns the state committed with the checkpoint
+      it returns, from the same read: ``(checkpoint, state)``;
+    * a checkpoint written **without** state (``update_checkpoint``, ``update_checkpoint_fenced``, the official
+      SDK) drops the state: it does not describe the events up to the new checkpoint, so ``fence_with_state``
+      returns None for it, never the older state.
+
+    The in-memory, SQLite and blob stores keep state (``docs/stores.md``: where, and what it costs).
+
+    Example:
+        >>> import asyncio
+        >>> from rxhubs import Checkpoint, Ownership
+        >>> from rxhubs.stores import InMemoryCheckpointStore
+        >>> async def handover():
+        ...     store = InMemoryCheckpointStore()
+        ...     [a] = await store.claim_ownership([Ownership("ns", "hub", "$Default", "0", "a")])
+        ...     await store.fence_with_state(a)
+        ...     await store.commit_state(Checkpoint("ns", "hub", "$Default", "0", "90", 9), a, b"counts")
+        ...     [b] = await store.claim_ownership([Ownership("ns", "hub", "$Default", "0", "b", etag=a.etag)])
+        ...     checkpoint, state = await store.fence_with_state(b)
+        ...     return checkpoint.sequence_number, state
+        >>> asyncio.run(handover())
+        (9, b'counts')
+    """
+
+    async def fence_with_state(self, ownership: Ownership) -> tuple[Checkpoint | None, bytes | None]:
+        """``fence``, returning the checkpoint and the state committed with it (None: none, or dropped).
+
+        Raises:
+            OwnershipLostError: The record is not at that version any more (someone else claimed it).
+        """
+        ...
+
+    async def commit_state(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes) -> None:
+        """Store the checkpoint and ``state`` together, only while ``ownership``'s period is current.
+
+        Raises:
+            OwnershipLostError: Another period began; the stored checkpoint and state are unchanged.
+        """
+        ...
+
+
+def is_stateful(store: object) -> bool:
+    """Whether ``store`` keeps operator state with its checkpoints (``fence_with_state`` and ``commit_state``).
+
+    Example:
+        >>> from rxhubs.stores import InMemoryCheckpointStore
+        >>> is_stateful(InMemoryCheckpointStore()), is_stateful(object())
+        (True, False)
+    """
+    return (
+        is_fenced(store)
+        and callable(getattr(store, "fence_with_state", None))
+        and callable(getattr(store, "commit_state", None))
+    )
 
 
 class SdkStyleCheckpointStore(Protocol):

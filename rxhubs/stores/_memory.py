@@ -14,12 +14,12 @@ from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import from_coroutine, now
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.stores._common import FENCED_VERBS, VERBS, Key, key_of, lost, normalize_etag, record_key
-from rxhubs.stores._contract import FencedCheckpointStore
+from rxhubs.stores._contract import StatefulCheckpointStore
 
 __all__ = ["InMemoryCheckpointStore"]
 
 
-class InMemoryCheckpointStore(FencedCheckpointStore):
+class InMemoryCheckpointStore(StatefulCheckpointStore):
     """Ownership and checkpoints in a dict: the contract of every store, with no I/O.
 
     Its verbs never suspend, so a pipeline using it also runs in virtual time under
@@ -32,7 +32,9 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
 
     It is fenced (:class:`~rxhubs.stores.FencedCheckpointStore`): each ownership record keeps the etag that
     names its period of ownership, and a fenced write checks it and writes under one lock. A fenced write
-    counts as an ``update_checkpoint`` call (and fails with the faults injected for that verb).
+    counts as an ``update_checkpoint`` call (and fails with the faults injected for that verb). It keeps
+    operator state with the checkpoint (:class:`~rxhubs.stores.StatefulCheckpointStore`): ``commit_state``
+    counts as ``update_checkpoint``, ``fence_with_state`` as ``fence``.
 
     **Fault injection** (for tests of what happens when the store is down):
 
@@ -64,6 +66,7 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
         self._ownership: dict[Key, dict[str, Ownership]] = {}
         self._checkpoints: dict[Key, dict[str, Checkpoint]] = {}
         self._periods: dict[Key, dict[str, str]] = {}
+        self._states: dict[Key, dict[str, bytes]] = {}
         self._failures: list[tuple[str | None, int | None, BaseException | None]] = []
 
     # -- fault injection -------------------------------------------------------------------------------
@@ -179,8 +182,9 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
         with self._lock:
             self._enter("update_checkpoint")
             self._checkpoints.setdefault(record_key(checkpoint), {})[checkpoint.partition_id.lower()] = checkpoint
+            self._states.get(record_key(checkpoint), {}).pop(checkpoint.partition_id.lower(), None)
 
-    def _fence(self, ownership: Ownership) -> Checkpoint | None:
+    def _fence(self, ownership: Ownership) -> tuple[Checkpoint | None, bytes | None]:
         with self._lock:
             self._enter("fence")
             key, pid, etag = record_key(ownership), ownership.partition_id.lower(), normalize_etag(ownership.etag)
@@ -194,16 +198,18 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
                 raise lost(ownership, "the record changed before the fence")
             self._periods.setdefault(key, {})[pid] = str(etag)
             checkpoint = self._checkpoints.get(key, {}).get(pid)
+            state = self._states.get(key, {}).get(pid)
         if checkpoint is None:
-            return None
+            return None, None
+        o = ownership
         return replace(
             checkpoint,
-            fully_qualified_namespace=ownership.fully_qualified_namespace,
-            eventhub_name=ownership.eventhub_name,
-            consumer_group=ownership.consumer_group,
-        )
+            fully_qualified_namespace=o.fully_qualified_namespace,
+            eventhub_name=o.eventhub_name,
+            consumer_group=o.consumer_group,
+        ), state
 
-    def _update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
+    def _update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes | None) -> None:
         with self._lock:
             self._enter("update_checkpoint")
             etag = normalize_etag(ownership.etag)
@@ -214,6 +220,11 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
             if etag is None or self._periods.get(key, {}).get(pid) != etag:
                 raise lost(ownership, "another period of ownership began")
             self._checkpoints.setdefault(record_key(checkpoint), {})[checkpoint.partition_id.lower()] = checkpoint
+            states = self._states.setdefault(record_key(checkpoint), {})
+            if state is None:
+                states.pop(checkpoint.partition_id.lower(), None)  # a checkpoint without state drops it
+            else:
+                states[checkpoint.partition_id.lower()] = bytes(state)
 
     def _list_checkpoints(
         self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
@@ -261,11 +272,19 @@ class InMemoryCheckpointStore(FencedCheckpointStore):
 
     async def fence(self, ownership: Ownership) -> Checkpoint | None:
         """Begin the period named by ``ownership`` (its record's current version); the partition's checkpoint."""
-        return self._fence(ownership)
+        return self._fence(ownership)[0]
 
     async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
         """Store the checkpoint if ``ownership``'s period is still current (else ``OwnershipLostError``)."""
-        self._update_checkpoint_fenced(checkpoint, ownership)
+        self._update_checkpoint_fenced(checkpoint, ownership, None)
+
+    async def fence_with_state(self, ownership: Ownership) -> tuple[Checkpoint | None, bytes | None]:
+        """:meth:`fence`, with the state committed with the checkpoint (None when it was written without)."""
+        return self._fence(ownership)
+
+    async def commit_state(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes) -> None:
+        """Store the checkpoint and ``state`` together if ``ownership``'s period is current (one lock)."""
+        self._update_checkpoint_fenced(checkpoint, ownership, state)
 
     # -- the same verbs as one-shot Observables, for tests and scripts ----------------------------------
 

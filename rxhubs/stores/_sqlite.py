@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from rxhubs._models import Checkpoint, Ownership
@@ -26,44 +25,14 @@ from rxhubs.stores._common import (
     parse_sequence_number,
     record_key,
 )
-from rxhubs.stores._contract import FencedCheckpointStore
+from rxhubs.stores._contract import StatefulCheckpointStore
+from rxhubs.stores._sqlite_sql import KEY_WHERE, SCHEMA, transaction, validate_path, write_checkpoints
 
 __all__ = ["SqliteCheckpointStore"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rxhubs_meta (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-INSERT OR IGNORE INTO rxhubs_meta (name, value) VALUES ('schema_version', 1), ('etag_counter', 0);
-CREATE TABLE IF NOT EXISTS rxhubs_ownership (
-    fully_qualified_namespace TEXT NOT NULL,
-    eventhub_name TEXT NOT NULL,
-    consumer_group TEXT NOT NULL,
-    partition_id TEXT NOT NULL,
-    owner_id TEXT,
-    last_modified_time REAL,
-    etag TEXT NOT NULL,
-    period TEXT,
-    PRIMARY KEY (fully_qualified_namespace, eventhub_name, consumer_group, partition_id)
-);
-CREATE TABLE IF NOT EXISTS rxhubs_checkpoint (
-    fully_qualified_namespace TEXT NOT NULL,
-    eventhub_name TEXT NOT NULL,
-    consumer_group TEXT NOT NULL,
-    partition_id TEXT NOT NULL,
-    "offset" TEXT,
-    sequence_number INTEGER,
-    PRIMARY KEY (fully_qualified_namespace, eventhub_name, consumer_group, partition_id)
-);
-"""
-
-_KEY_WHERE = "fully_qualified_namespace = ? AND eventhub_name = ? AND consumer_group = ?"
-
-
-class SqliteCheckpointStore(FencedCheckpointStore):
+class SqliteCheckpointStore(StatefulCheckpointStore):
     """Ownership and checkpoints in one SQLite file: durable, embedded, shareable between local processes.
 
     Several processes on one machine may open the same file and balance partitions through it: every claim
@@ -77,7 +46,9 @@ class SqliteCheckpointStore(FencedCheckpointStore):
     It is fenced (:class:`~rxhubs.stores.FencedCheckpointStore`): each ownership row keeps the etag that names
     its period of ownership (a column added to older files when they are opened), and a fenced write checks it
     and writes in one ``BEGIN IMMEDIATE`` transaction, so a former owner's write can never land after a
-    takeover. Claims are stamped with this machine's clock, the one every process sharing the file reads.
+    takeover. Operator state (:class:`~rxhubs.stores.StatefulCheckpointStore`) is a row of ``rxhubs_state``
+    written in the checkpoint's transaction. Claims are stamped with this machine's clock, the one every
+    process sharing the file reads.
 
     Calls run on one worker thread per store (SQLite connections are not shared between threads), so the
     event loop never blocks on disk or on another process's lock. Do not put the file on a network share:
@@ -107,7 +78,7 @@ class SqliteCheckpointStore(FencedCheckpointStore):
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
             raise ConfigurationError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._timeout = float(timeout)
-        self._path = _validate_path(path)
+        self._path = validate_path(path)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="rxhubs-sqlite"
         )
@@ -158,7 +129,7 @@ class SqliteCheckpointStore(FencedCheckpointStore):
                         connection.execute("PRAGMA journal_mode = WAL")
                     connection.execute("PRAGMA synchronous = NORMAL")
                     try:
-                        connection.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
+                        connection.executescript("BEGIN IMMEDIATE;" + SCHEMA)
                         columns = {row[1] for row in connection.execute("PRAGMA table_info(rxhubs_ownership)")}
                         if "period" not in columns:  # a file written before fencing (schema 1)
                             connection.execute("ALTER TABLE rxhubs_ownership ADD COLUMN period TEXT")
@@ -181,20 +152,20 @@ class SqliteCheckpointStore(FencedCheckpointStore):
 
     def _list_ownership_sync(self, connection: sqlite3.Connection, key: tuple[str, str, str]) -> list[Any]:
         return connection.execute(
-            f"SELECT partition_id, owner_id, last_modified_time, etag FROM rxhubs_ownership WHERE {_KEY_WHERE}",
+            f"SELECT partition_id, owner_id, last_modified_time, etag FROM rxhubs_ownership WHERE {KEY_WHERE}",
             key,
         ).fetchall()
 
     def _claim_sync(self, connection: sqlite3.Connection, claims: list[Ownership]) -> list[Ownership]:
         won: list[Ownership] = []
-        with _transaction(connection, immediate=True):
+        with transaction(connection, immediate=True):
             now = time.time()
             (counter,) = connection.execute("SELECT value FROM rxhubs_meta WHERE name = 'etag_counter'").fetchone()
             counter = int(counter)
             for claim in claims:
                 key = (*record_key(claim), claim.partition_id.lower())
                 row = connection.execute(
-                    f"SELECT etag, owner_id, period FROM rxhubs_ownership WHERE {_KEY_WHERE} AND partition_id = ?",
+                    f"SELECT etag, owner_id, period FROM rxhubs_ownership WHERE {KEY_WHERE} AND partition_id = ?",
                     key,
                 ).fetchone()
                 expected = normalize_etag(claim.etag)
@@ -217,40 +188,46 @@ class SqliteCheckpointStore(FencedCheckpointStore):
         return won
 
     def _update_checkpoints_sync(self, connection: sqlite3.Connection, checkpoints: list[Checkpoint]) -> None:
-        with _transaction(connection, immediate=True):
-            _write_checkpoints(connection, checkpoints)
+        with transaction(connection, immediate=True):
+            write_checkpoints(connection, checkpoints)
 
     def _fence_sync(self, connection: sqlite3.Connection, ownership: Ownership) -> Any:
         key = (*record_key(ownership), ownership.partition_id.lower())
         etag = normalize_etag(ownership.etag)
-        with _transaction(connection, immediate=True):
+        with transaction(connection, immediate=True):
             changed = connection.execute(
-                f"UPDATE rxhubs_ownership SET period = etag WHERE {_KEY_WHERE} AND partition_id = ? "
+                f"UPDATE rxhubs_ownership SET period = etag WHERE {KEY_WHERE} AND partition_id = ? "
                 "AND owner_id = ? AND etag = ?",
                 (*key, ownership.owner_id, etag),
             ).rowcount
             if changed != 1 or not ownership.owner_id:
                 raise lost(ownership, "the record changed before the fence")
-            return connection.execute(
-                f'SELECT "offset", sequence_number FROM rxhubs_checkpoint WHERE {_KEY_WHERE} AND partition_id = ?',
+            row = connection.execute(
+                f'SELECT "offset", sequence_number FROM rxhubs_checkpoint WHERE {KEY_WHERE} AND partition_id = ?',
                 key,
             ).fetchone()
+            state = connection.execute(
+                f"SELECT sequence_number, state FROM rxhubs_state WHERE {KEY_WHERE} AND partition_id = ?", key
+            ).fetchone()
+            return row, state
 
-    def _update_fenced_sync(self, connection: sqlite3.Connection, checkpoint: Checkpoint, ownership: Ownership) -> None:
+    def _update_fenced_sync(
+        self, connection: sqlite3.Connection, checkpoint: Checkpoint, ownership: Ownership, state: bytes | None = None
+    ) -> None:
         key = (*record_key(ownership), ownership.partition_id.lower())
-        with _transaction(connection, immediate=True):
+        with transaction(connection, immediate=True):
             row = connection.execute(
-                f"SELECT owner_id, period FROM rxhubs_ownership WHERE {_KEY_WHERE} AND partition_id = ?", key
+                f"SELECT owner_id, period FROM rxhubs_ownership WHERE {KEY_WHERE} AND partition_id = ?", key
             ).fetchone()
             if row is None or row[0] != ownership.owner_id or not ownership.owner_id:
                 raise lost(ownership, f"owned by {row[0] if row else None!r}")
             if row[1] is None or row[1] != normalize_etag(ownership.etag):
                 raise lost(ownership, "another period of ownership began")
-            _write_checkpoints(connection, [checkpoint])
+            write_checkpoints(connection, [checkpoint], state)
 
     def _list_checkpoints_sync(self, connection: sqlite3.Connection, key: tuple[str, str, str]) -> list[Any]:
         return connection.execute(
-            f'SELECT partition_id, "offset", sequence_number FROM rxhubs_checkpoint WHERE {_KEY_WHERE}', key
+            f'SELECT partition_id, "offset", sequence_number FROM rxhubs_checkpoint WHERE {KEY_WHERE}', key
         ).fetchall()
 
     # -- the contract ----------------------------------------------------------------------------------
@@ -322,9 +299,13 @@ class SqliteCheckpointStore(FencedCheckpointStore):
 
     async def fence(self, ownership: Ownership) -> Checkpoint | None:
         """Begin the period named by ``ownership`` (its row's current version); the partition's checkpoint."""
-        row = await self._run("fence", lambda c: self._fence_sync(c, ownership))
+        return (await self.fence_with_state(ownership))[0]
+
+    async def fence_with_state(self, ownership: Ownership) -> tuple[Checkpoint | None, bytes | None]:
+        """:meth:`fence`, with the state committed with the checkpoint, read in the same transaction."""
+        row, state = await self._run("fence", lambda c: self._fence_sync(c, ownership))
         if row is None:
-            return None
+            return None, None
         number = parse_sequence_number(row[1])
         valid, offset = parse_offset(row[0])
         if number is None or not valid:
@@ -333,11 +314,27 @@ class SqliteCheckpointStore(FencedCheckpointStore):
                 self._path,
                 ownership.partition_id,
             )
-            return None
+            return None, None
         o = ownership
-        return Checkpoint(
+        checkpoint = Checkpoint(
             o.fully_qualified_namespace, o.eventhub_name, o.consumer_group, o.partition_id, offset, number
         )
+        if state is not None and state[0] != number:  # written by a version that did not know state
+            logger.warning(
+                "SQLite store %r: the state of partition %r is of sequence number %r, its checkpoint of %d: "
+                "ignoring the state",
+                self._path,
+                o.partition_id,
+                state[0],
+                number,
+            )
+            state = None
+        return checkpoint, None if state is None else bytes(state[1])
+
+    async def commit_state(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes) -> None:
+        """Store the checkpoint and ``state`` in one transaction if ``ownership``'s period is current."""
+        data = bytes(state)
+        await self._run("update_checkpoint", lambda c: self._update_fenced_sync(c, checkpoint, ownership, data))
 
     async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
         """Store the checkpoint if ``ownership``'s period is current, in one transaction (else OwnershipLostError)."""
@@ -393,56 +390,3 @@ class SqliteCheckpointStore(FencedCheckpointStore):
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointStore({self._path!r})"
-
-
-class _transaction:  # noqa: N801 - used like a function: `with _transaction(connection):`
-    """BEGIN (IMMEDIATE) ... COMMIT, or ROLLBACK on any exception."""
-
-    def __init__(self, connection: sqlite3.Connection, *, immediate: bool = False) -> None:
-        self._connection = connection
-        self._begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
-
-    def __enter__(self) -> None:
-        self._connection.execute(self._begin)
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is None:
-            self._connection.execute("COMMIT")
-        elif self._connection.in_transaction:
-            self._connection.execute("ROLLBACK")
-
-
-def _write_checkpoints(connection: sqlite3.Connection, checkpoints: list[Checkpoint]) -> None:
-    connection.executemany(
-        "INSERT OR REPLACE INTO rxhubs_checkpoint (fully_qualified_namespace, eventhub_name, "
-        'consumer_group, partition_id, "offset", sequence_number) VALUES (?, ?, ?, ?, ?, ?)',
-        [(*record_key(c), c.partition_id.lower(), c.offset, int(c.sequence_number)) for c in checkpoints],
-    )
-
-
-def _validate_path(path: str | os.PathLike[str]) -> str:
-    if not isinstance(path, str | os.PathLike):
-        raise ConfigurationError(f"SqliteCheckpointStore path must be a str or a path, got {type(path).__name__}")
-    text = os.fspath(path)
-    if text == ":memory:":
-        return text
-    if not text or text.startswith("file:"):
-        raise ConfigurationError(f"SqliteCheckpointStore needs a file path, got {text!r}")
-    file = Path(text).expanduser()
-    if file.is_dir():
-        raise ConfigurationError(f"SqliteCheckpointStore path {str(file)!r} is a folder; give a file inside it")
-    folder = file.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot create the folder {str(folder)!r} for the SQLite checkpoint store: {exc.strerror or exc}"
-        ) from exc
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigurationError(
-            f"the folder {str(folder)!r} is not writable: the SQLite checkpoint store needs to create "
-            f"{file.name!r} and its -wal/-shm files there"
-        )
-    if file.exists() and not os.access(file, os.R_OK | os.W_OK):
-        raise ConfigurationError(f"the SQLite checkpoint store file {str(file)!r} is not readable and writable")
-    return str(file)

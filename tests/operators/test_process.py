@@ -336,3 +336,37 @@ def test_a_filtered_batch_is_still_checkpointed_through_its_last_event() -> None
 def test_error_context_names_partition_and_operation() -> None:
     context = rxhubs.ErrorContext("ns", "hub", GROUP, "2", "checkpoint")
     assert isinstance(context, PartitionContext) and context.operation == "checkpoint"
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_batch_waiting_for_its_retry_keeps_its_slot(concurrency: int) -> None:
+    """Concurrency bounds the work of a partition also while a failed batch waits for its retry: with
+    ``concurrency=1`` the work runs strictly one batch after the other, in order (a database written in order)."""
+    hub = InMemoryEventHub(partition_count=1)
+    hub.send([b"a", b"b", b"c", b"d"], partition_id="0")
+    scheduler = TestScheduler()
+    started: list[tuple[int | None, float]] = []
+    running = {"now": 0, "most": 0}
+    failed_once: set[int | None] = set()
+
+    async def work(batch: EventBatch) -> None:
+        started.append((batch.first_sequence_number, scheduler.clock))
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        try:
+            await sleep(2.0)
+            if batch.first_sequence_number == 0 and 0 not in failed_once:
+                failed_once.add(0)
+                raise ConnectionError("database away")
+        finally:
+            running["now"] -= 1
+
+    out: list[int | None] = []
+    consumer(hub, InMemoryCheckpointStore(), max_batch_size=1, max_inflight=4).pipe(
+        hops.process(work, concurrency=concurrency, retry=Backoff(initial=1.0, max_retries=3))
+    ).subscribe(lambda b: out.append(b.first_sequence_number), scheduler=scheduler)
+    scheduler.advance_to(30.0)
+    assert out == [0, 1, 2, 3]
+    assert running["most"] == concurrency  # never more at once, not even when the retry timer fires
+    if concurrency == 1:  # nothing overtook the batch waiting for its retry
+        assert [seq for seq, _ in started] == [0, 0, 1, 2, 3]

@@ -29,10 +29,12 @@ def test_exported_names_are_pinned() -> None:
         "SdkCheckpointStore",
         "SdkStyleCheckpointStore",
         "SqliteCheckpointStore",
+        "StatefulCheckpointStore",
         "StoreLike",
         "as_checkpoint_store",
         "from_url",
         "is_fenced",
+        "is_stateful",
     ]
     for name in rxhubs.stores.__all__:
         value = getattr(rxhubs.stores, name)

@@ -1,0 +1,444 @@
+"""Exactly once into a table: the :class:`TransactionalSink` seam and the :func:`exactly_once` operator.
+
+A transactional sink keeps, next to the rows, each partition's *position*: the sequence number of the last event
+of that partition in the table. Rows and positions change in one atomic commit, and a commit drops what is at or
+below the position it reads, so a batch delivered twice (a crash before the checkpoint, a handover, a paused
+former owner waking up) is written once. Reading resumes right after the table's position
+(``rxhubs.consume(..., positions=sink)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
+
+from rxhubs._batch import Ack, EventBatch, OwnershipSession
+from rxhubs._models import PartitionContext
+from rxhubs._retry import Backoff
+from rxhubs._rx import deadline, from_coroutine, pipeline_scheduler
+from rxhubs.errors import ConfigurationError, SinkError
+
+__all__ = ["CommitResult", "TransactionalSink", "exactly_once", "read_position"]
+
+log = logging.getLogger("rxhubs.operators")
+
+#: Seconds one commit may take when ``timeout`` is not given.
+DEFAULT_COMMIT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What one :meth:`TransactionalSink.commit` did, per partition id.
+
+    Attributes:
+        positions: The table's position (last sequence number) of each partition after the commit.
+        written: Rows written by this commit.
+        skipped: Events dropped: already in the table, or the partition was no longer owned.
+        version: The table's version after the commit (Delta), if it has one.
+
+    Example:
+        >>> CommitResult({"0": 120}, {"0": 20}, {"0": 11}).written["0"]
+        20
+    """
+
+    positions: Mapping[str, int]
+    written: Mapping[str, int]
+    skipped: Mapping[str, int]
+    version: int | None = None
+
+
+@runtime_checkable
+class TransactionalSink(Protocol):
+    """A table that stores each partition's position in the same atomic commit as its rows.
+
+    Implement both methods to plug in your own store; :class:`rxhubs.tables.SqlSink` and
+    :class:`rxhubs.tables.InMemoryTable` are two. Positions are sequence numbers (int) per partition, keyed by
+    namespace, hub, consumer group and partition id (a :class:`~rxhubs.PartitionContext`). A batch's position
+    is :func:`read_position` (its last event as read, even if a pipeline filtered events out).
+
+    Example:
+        >>> from rxhubs.tables import InMemoryTable
+        >>> isinstance(InMemoryTable(), TransactionalSink)
+        True
+    """
+
+    async def positions(self, partitions: Sequence[PartitionContext]) -> Mapping[str, int | None]:
+        """The sequence number of the last event of each partition in the table (None: nothing yet)."""
+        ...
+
+    async def commit(
+        self, batches: Sequence[EventBatch], *, owned: Callable[[PartitionContext], bool]
+    ) -> CommitResult:
+        """One commit of ``batches`` (in order per partition; several partitions may be mixed).
+
+        For each partition the batches carry: drop events at or below the table's position, write the rest and
+        set the position to the last event read, all in ONE atomic commit. On a conflict (another writer
+        committed the same partition meanwhile) reload, filter again, retry; a partition for which
+        ``owned(ctx)`` is False by then is dropped (skipped), never written.
+        """
+        ...
+
+
+def read_position(batch: EventBatch) -> int | None:
+    """The sequence number a commit of ``batch`` moves its partition's position to (None: no event read).
+
+    That is the last event the batch was *read* with, so a batch whose events a pipeline filtered out still
+    moves the position past them.
+
+    Example:
+        >>> import datetime as dt
+        >>> from rxhubs import Event, EventBatch, PartitionContext
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        >>> b = EventBatch(PartitionContext("ns", "hub", "$Default", "0"), (Event(b"a", 7, "70", t),))
+        >>> read_position(b), read_position(b.with_events([]))
+        (7, None)
+    """
+    origin = batch._origin
+    numbers = [e.sequence_number for e in (origin.last if origin is not None else None, batch.last_event) if e]
+    return max(numbers) if numbers else None
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    batch: EventBatch
+    ack: Ack
+    session: OwnershipSession | None
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    session: OwnershipSession
+    done: Callable[[], None]
+
+
+@dataclass(eq=False)
+class _Committer:
+    """One subscription of the operator."""
+
+    observer: abc.ObserverBase[EventBatch]
+    sink: TransactionalSink
+    scheduler: abc.SchedulerBase
+    max_interval: float | None
+    max_batches: int | None
+    timeout: float
+    retry: Backoff
+    pending: list[_Held] = field(default_factory=list)
+    in_flight: list[_Held] | None = None
+    last_commit_at: float | None = None
+    timer: abc.DisposableBase | None = None
+    attempt: int = 0
+    completing: Exception | bool = False
+    finished: bool = False
+    disposed: bool = False
+    emitting: bool = False
+    backing_off: bool = False
+    commits: int = 0
+    dead: dict[int, OwnershipSession] = field(default_factory=dict)
+    registered: dict[int, OwnershipSession] = field(default_factory=dict)
+    waiters: list[_Waiter] = field(default_factory=list)
+    upstream: SingleAssignmentDisposable = field(default_factory=SingleAssignmentDisposable)
+
+    # -- upstream ------------------------------------------------------------------------------------------
+    def on_next(self, batch: EventBatch) -> None:
+        if self.finished:
+            return
+        session = batch._session
+        if session is not None:
+            if not self._alive(session):
+                return  # the partition moved on (or failed here): not held, so acknowledged at once
+            if id(session) not in self.registered:
+                self.registered[id(session)] = session
+                session.register(self, self._flusher)
+        self.pending.append(_Held(batch, batch.hold(), session))
+        self._maybe_commit()
+
+    def on_error(self, error: Exception) -> None:
+        self._complete(error)
+
+    def on_completed(self) -> None:
+        self._complete(True)
+
+    def _complete(self, how: Exception | bool) -> None:
+        if self.finished or self.completing:
+            return
+        self.completing = how
+        self._maybe_commit()
+
+    def dispose(self) -> None:
+        """Stop timers; a commit in flight finishes; flushes requested by a balancer still commit."""
+        self.disposed = True
+        self.upstream.dispose()
+        if self.timer is not None:
+            self.timer.dispose()
+            self.timer = None
+
+    # -- committing ----------------------------------------------------------------------------------------
+    def _alive(self, session: OwnershipSession | None) -> bool:
+        return session is None or (session.owned and id(session) not in self.dead)
+
+    def _now(self) -> float:
+        return self.scheduler.now.timestamp()
+
+    def _maybe_commit(self, *, timer_fired: bool = False) -> None:
+        if self.in_flight is not None or self.emitting or self.finished or self.backing_off:
+            return
+        kept = [h for h in self.pending if self._alive(h.session)]
+        if len(kept) != len(self.pending):
+            for held in self.pending:
+                if not self._alive(held.session):
+                    held.ack()  # never written by this consumer: the next owner reads it again
+            self.pending = kept
+        if not self.pending:
+            self._settle()
+            return
+        now = self._now()
+        due = timer_fired or bool(self.completing) or bool(self.waiters)
+        due = due or (self.max_batches is not None and len(self.pending) >= self.max_batches)
+        if not due and self.max_interval is not None:
+            due = self.last_commit_at is None or now >= self.last_commit_at + self.max_interval
+        if due:
+            self._commit(now)
+        elif self.max_interval is not None and self.timer is None and not self.disposed:
+            assert self.last_commit_at is not None
+
+            def fire(*_: Any) -> None:
+                self.timer = None
+                self._maybe_commit(timer_fired=True)
+
+            self.timer = self.scheduler.schedule_relative(self.last_commit_at + self.max_interval - now, fire)
+
+    def _commit(self, now: float) -> None:
+        held, self.pending = self.pending, []
+        self.in_flight, self.last_commit_at = held, now
+        if self.timer is not None:
+            self.timer.dispose()
+            self.timer = None
+        sessions: dict[PartitionContext, list[OwnershipSession | None]] = {}
+        for h in held:
+            sessions.setdefault(h.batch.context, []).append(h.session)
+
+        def owned(context: PartitionContext) -> bool:
+            return all(self._alive(s) for s in sessions.get(context, [None]))
+
+        limit, sink, batches = self.timeout, self.sink, [h.batch for h in held]
+
+        async def bounded() -> CommitResult:
+            try:
+                async with deadline(limit):
+                    return await sink.commit(batches, owned=owned)
+            except TimeoutError:
+                raise SinkError(f"a commit of {len(batches)} batches did not answer within {limit:.1f} s",
+                                retriable=True) from None
+
+        def factory() -> Coroutine[Any, Any, CommitResult]:
+            return bounded()
+
+        try:
+            from_coroutine(factory).subscribe(
+                lambda result: self._committed(held, result),
+                lambda error: self._failed(held, error),
+                scheduler=self.scheduler,
+            )
+        except Exception as exc:
+            self._failed(held, exc)
+
+    def _committed(self, held: list[_Held], result: CommitResult) -> None:
+        self.in_flight, self.attempt = None, 0
+        self.commits += 1
+        if any(result.skipped.values()):
+            log.debug("exactly_once: commit skipped %s events already in the table or no longer owned",
+                      dict(result.skipped))
+        self.emitting = True
+        try:
+            for h in held:
+                if self._alive(h.session) and not self.finished:
+                    self.observer.on_next(h.batch)
+                h.ack()
+        finally:
+            self.emitting = False
+        self._maybe_commit()
+
+    def _failed(self, held: list[_Held], error: Exception) -> None:
+        self.in_flight = None
+        self.pending = held + self.pending  # everything again, in order: the sink filters what is in already
+        self.attempt += 1
+        if self.retry.should_retry(error, self.attempt):
+            delay = self.retry.delay(self.attempt)
+            log.warning("exactly_once: commit failed (%s); retry %d in %.1f s", error, self.attempt, delay)
+            reported = {id(h.session): h.session for h in held if h.session is not None}
+            for session in reported.values():
+                session.report("checkpoint", error)
+
+            def again(*_: Any) -> None:
+                self.backing_off = False
+                self._maybe_commit(timer_fired=True)
+
+            self.backing_off = True  # nothing else starts before the retry
+            self.scheduler.schedule_relative(delay, again)
+            return
+        self._give_up(error)
+
+    def _give_up(self, error: Exception) -> None:
+        failure = SinkError(f"exactly-once commit failed after {self.attempt} attempts: {error}", retriable=False)
+        failure.__cause__ = error
+        self.attempt = 0
+        held, self.pending = self.pending, []
+        unowned = [h for h in held if h.session is None]
+        for h in held:
+            if h.session is not None and id(h.session) not in self.dead:
+                self.dead[id(h.session)] = h.session  # later batches of it would leave a gap: never commit them
+                log.error("%s: stopping partition %s", failure, h.batch.partition_id)
+                h.session.fail("checkpoint", failure)
+            h.ack()
+        if unowned and not self.finished:
+            self.finished = True
+            self.upstream.dispose()
+            self._wake_all()
+            self.observer.on_error(failure)
+            return
+        self._settle()
+
+    # -- completion and flushes ------------------------------------------------------------------------------
+    def _busy(self, session: OwnershipSession | None = None) -> bool:
+        held = self.pending + (self.in_flight or [])
+        return any(session is None or h.session is session for h in held)
+
+    def _settle(self) -> None:
+        if self.waiters:
+            waiting, self.waiters = self.waiters, []
+            for waiter in waiting:
+                if self._busy(waiter.session) and self._alive(waiter.session) and not self.finished:
+                    self.waiters.append(waiter)
+                else:
+                    waiter.done()
+        if self.completing and not self.finished and not self._busy():
+            self.finished = True
+            self._wake_all()
+            for session in self.registered.values():
+                session.unregister(self)
+            if isinstance(self.completing, Exception):
+                self.observer.on_error(self.completing)
+            else:
+                self.observer.on_completed()
+
+    def _wake_all(self) -> None:
+        waiting, self.waiters = self.waiters, []
+        for waiter in waiting:
+            waiter.done()
+
+    def _flusher(self, session: OwnershipSession) -> Observable[None]:
+        def subscribe(observer: abc.ObserverBase[None], _: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+            if self.finished or not self._busy(session):
+                observer.on_completed()
+                return Disposable()
+            self.waiters.append(_Waiter(session, observer.on_completed))
+            self._maybe_commit()
+            return Disposable()
+
+        return reactivex.create(subscribe)
+
+
+def exactly_once(
+    sink: TransactionalSink,
+    *,
+    max_interval: float | None = 1.0,
+    max_batches: int | None = None,
+    timeout: float | None = None,
+    retry: Backoff | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
+    """Write every batch into a transactional table exactly once, then pass it on.
+
+    Each batch is held (it counts as in flight for backpressure) until a commit covers it. Commits are coalesced
+    across partitions: at most one per ``max_interval`` seconds (the first at once, then what arrived meanwhile
+    when the interval is up), or when ``max_batches`` batches wait; one commit at a time. After the commit the
+    batches go on, in order per partition, and are acknowledged. The sink writes each partition's rows and its
+    new position in one atomic commit, dropping events at or below the table's position, so a batch read twice
+    is written once. Read with ``rxhubs.consume(..., positions=sink)`` so a new owner resumes right after the
+    table's position. A ``hops.checkpoint`` after it is optional: it only keeps ``rxhubs checkpoints`` and lag
+    current (the table's position is the one that counts).
+
+    Batches of a partition no longer owned (handed over, lost, expired) are not written: they are acknowledged
+    and dropped (the next owner reads them again). A partition handed over or released at shutdown is committed
+    first (the balancer's flush). A failed commit is retried with backoff (reported to ``on_partition_error``,
+    operation ``"checkpoint"``), including the batches that arrived meanwhile; when retries run out, each
+    partition in it stops (a :class:`~rxhubs.errors.SinkError` through its session: released, and read again
+    from the table's position later, nothing after the failed batches written); batches read without balancing
+    have no partition to stop, so the stream errors. The source's completion or error waits for a last commit.
+
+    Marble diagram (``max_interval=5``; ``a``, ``c`` of partition 0, ``b``, ``d`` of partition 1)::
+
+        batches:   -a-b-c---d----|
+        commits:   -a--------(bcd)     (a at once; b, c and d together 5 s after the first)
+        output:    -a--------(bcd)|    (each batch after the commit that covered it)
+
+    Args:
+        sink: The table (:class:`rxhubs.tables.SqlSink`, ``rxhubs.tables.sqlite(path)``, your own).
+        max_interval: Most one commit per this many seconds (None: only ``max_batches``, flushes, completion).
+        max_batches: Also commit once this many batches wait.
+        timeout: Seconds a commit may take before it counts as failed (retriable) and is retried; the sink
+            filters again, so a commit that did land meanwhile is not written twice (default 60).
+        retry: Backoff for failed commits (default: 0.2 s doubling to 10 s, 10 retries).
+        scheduler: Scheduler for timers and commits (default: the one given at subscribe time).
+
+    Returns:
+        An operator ``Observable[EventBatch] -> Observable[EventBatch]``.
+
+    Raises:
+        ConfigurationError: At call time, for invalid options.
+
+    Example:
+        >>> import rxhubs
+        >>> from rxhubs import operators as hops
+        >>> from reactivex.testing import TestScheduler
+        >>> hub = rxhubs.testing.InMemoryEventHub(partition_count=1)
+        >>> _ = hub.send([b"a", b"b", b"c"], partition_id="0")
+        >>> table, scheduler = rxhubs.tables.InMemoryTable(), TestScheduler()
+        >>> store = rxhubs.stores.InMemoryCheckpointStore()
+        >>> _ = rxhubs.consume(hub, "$Default", store, positions=table).pipe(
+        ...     hops.exactly_once(table)).subscribe(scheduler=scheduler)
+        >>> scheduler.advance_to(1.0)
+        >>> [row["sequenceNumber"] for row in table.rows]
+        [0, 1, 2]
+    """
+    if not isinstance(sink, TransactionalSink):
+        raise ConfigurationError(
+            f"sink must be a TransactionalSink (async positions() and commit()), got {type(sink).__name__}"
+        )
+    for name, value in (("max_interval", max_interval), ("timeout", timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise ConfigurationError(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+    if timeout == 0:
+        raise ConfigurationError("timeout must be > 0")
+    if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
+                                    or max_batches < 1):
+        raise ConfigurationError(f"max_batches must be an int >= 1 or None, got {max_batches!r}")
+    if max_interval is None and max_batches is None:
+        raise ConfigurationError("give max_interval, max_batches, or both: otherwise only completion would commit")
+    backoff = retry or Backoff()
+    limit = float(timeout or DEFAULT_COMMIT_TIMEOUT)
+
+    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
+        def subscribe(
+            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            try:
+                resolved = pipeline_scheduler(scheduler or sched, "exactly_once()")
+            except ConfigurationError as exc:
+                observer.on_error(exc)
+                return Disposable()
+            state = _Committer(observer, sink, resolved, max_interval, max_batches, limit, backoff)
+            state.upstream.disposable = source.subscribe(
+                state.on_next, state.on_error, state.on_completed, scheduler=sched
+            )
+            return Disposable(state.dispose)
+
+        return reactivex.create(subscribe)
+
+    return operator

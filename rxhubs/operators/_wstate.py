@@ -1,0 +1,280 @@
+"""The live state of ``hops.window`` in one partition: open windows, stream time, watermark, closing.
+
+Semantics (per event, so results do not depend on how events were split into batches):
+
+* stream time ``T`` = the largest event time seen (and ``enqueued_time - max_delay`` with an ``EventTime`` clock
+  that has one); the watermark ``W = T - grace`` never goes back;
+* a window ``[start, end)`` is closed once ``end <= W``; an event for a closed window is *late* for it (for
+  session windows: an event whose time is before ``W``);
+* closed windows are emitted and dropped from state when the batch ends.
+
+Saved keys are ``json.dumps([key, start])`` (start in microseconds since the epoch); values are the aggregate,
+or ``[end, aggregate]`` for session windows. Meta: ``t`` (stream time), ``wm`` (watermark), ``seq`` (last
+sequence number folded in) and ``late`` (late events so far in this partition), all integers or null.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rxhubs._batch import EventBatch
+from rxhubs._models import Event, PartitionContext
+from rxhubs._state import OperatorState
+from rxhubs.errors import StateError
+from rxhubs.operators._stateful import Keyed, dump, hashable, plain
+from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows
+from rxhubs.operators._wtime import CaughtUp, Clock, EventTime, duration_us, from_us, to_us
+
+__all__ = ["WindowState"]
+
+_MISSING: Any = object()
+Win = tuple[Any, int]  # (key, start)
+
+
+class WindowState(Keyed):
+    def __init__(
+        self,
+        name: str,
+        context: PartitionContext,
+        key: Callable[[Event], Any],
+        windows: Windows,
+        aggregate: Aggregate,
+        clock: Clock,
+        grace: int,
+        updates: bool,
+        side: bool,
+        idle: CaughtUp | None,
+    ) -> None:
+        super().__init__(name, context)
+        self.key, self.windows, self.aggregate, self.grace = key, windows, aggregate, grace
+        self.updates, self.side = updates, side
+        self.get_time = clock.get if isinstance(clock, EventTime) else None
+        delay = clock.max_delay if isinstance(clock, EventTime) else 0
+        self.max_delay = None if delay is None else duration_us(delay, "max_delay", zero=True)
+        self.idle_after = None if idle is None else duration_us(idle.after, "after", zero=True)
+        self.idle_skew = 0 if idle is None else duration_us(idle.skew, "skew", zero=True)
+        self.values: dict[Win, Any] = {}
+        self.ends: dict[Win, int] = {}  # session windows only
+        self.starts: dict[Any, list[int]] = {}  # session windows only: key -> starts of its open sessions
+        self.closing: dict[int, set[Win]] = {}
+        self.heap: list[int] = []
+        self.skeys: dict[Win, str] = {}
+        self.dirty: set[Win] = set()
+        self.t: int | None = None
+        self.wm: int | None = None
+        self.late_total = 0
+        self.active_at: float | None = None  # when an event last arrived (the scheduler's clock), for idle
+
+    # -- saved form ----------------------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {"t": self.t, "wm": self.wm, "seq": self.seq, "late": self.late_total}
+
+    def restore(self, state: OperatorState) -> None:
+        super().restore(state)
+        meta = state.meta
+        self.t, self.wm, self.late_total = meta.get("t"), meta.get("wm"), meta.get("late", 0)
+        try:
+            for skey, value in state.keys.items():
+                raw_key, start = json.loads(skey)
+                win = (hashable(raw_key), int(start))
+                if isinstance(self.windows, Session):
+                    end, value = value
+                    self._open(win, end)
+                    self.starts.setdefault(win[0], []).append(win[1])
+                else:
+                    self._open(win, win[1] + self.windows.size)
+                self.values[win] = value
+                self.skeys[win] = skey
+        except (ValueError, TypeError) as exc:
+            raise StateError(f"saved state of operator {self.name!r} is not window state: {exc}") from exc
+        for starts in self.starts.values():
+            starts.sort()
+
+    def _open(self, win: Win, end: int) -> None:
+        bucket = self.closing.get(end)
+        if bucket is None:
+            bucket = self.closing[end] = set()
+            heapq.heappush(self.heap, end)
+        bucket.add(win)
+        if isinstance(self.windows, Session):
+            self.ends[win] = end
+
+    def _skey(self, win: Win) -> str:
+        skey = self.skeys.get(win)
+        if skey is None:
+            skey = self.skeys[win] = dump([win[0], win[1]], f"the key {win[0]!r}")
+        return skey
+
+    # -- one batch -----------------------------------------------------------------------------------------
+    def run(self, batch: EventBatch, now: float | None) -> EventBatch:
+        late: list[Event] = []
+        late_count = 0
+        for event in batch.events:
+            if event.sequence_number <= self.seq:
+                continue  # folded in already (the state was saved after it)
+            self.seq = event.sequence_number
+            if self._add(event):
+                late_count += 1
+                if self.side:
+                    late.append(event)
+        if batch.events:
+            self.active_at = now
+        elif now is not None and self.idle_after is not None:
+            self._maybe_tick(batch, now)
+        self.late_total += late_count
+        results = self._settle()
+        return WindowBatch(
+            batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session, batch._origin,
+            batch._state, tuple(results), tuple(late), late_count,
+        )
+
+    def passthrough(self, batch: EventBatch) -> EventBatch:
+        return WindowBatch(batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session,
+                           batch._origin, batch._state)
+
+    def _advance(self, t: int) -> None:
+        if self.t is None or t > self.t:
+            self.t = t
+            wm = t - self.grace
+            if self.wm is None or wm > self.wm:
+                self.wm = wm
+
+    def _add(self, event: Event) -> bool:
+        """Fold one event in; True if it was late (for at least one of its windows)."""
+        if self.get_time is None:
+            t = to_us(event.enqueued_time)
+            self._advance(t)
+        else:
+            t = to_us(self.get_time(event))
+            self._advance(t)
+            if self.max_delay is not None:
+                self._advance(to_us(event.enqueued_time) - self.max_delay)
+        key = self.key(event)
+        try:
+            hash(key)
+        except TypeError as exc:
+            raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
+        windows, wm = self.windows, self.wm
+        if isinstance(windows, Tumbling):
+            start = (t - windows.offset) // windows.size * windows.size + windows.offset
+            if wm is not None and start + windows.size <= wm:
+                return True
+            self._fold((key, start), start + windows.size, event)
+            return False
+        if isinstance(windows, Hopping):
+            late = False
+            start = (t - windows.offset) // windows.step * windows.step + windows.offset
+            while start > t - windows.size:
+                if wm is not None and start + windows.size <= wm:
+                    late = True
+                else:
+                    self._fold((key, start), start + windows.size, event)
+                start -= windows.step
+            return late
+        if wm is not None and t < wm:
+            return True
+        self._session(key, t, event, windows.gap)
+        return False
+
+    def _fold(self, win: Win, end: int, event: Event) -> None:
+        value = self.values.get(win, _MISSING)
+        if value is _MISSING:
+            value = self.aggregate.init()
+            self._open(win, end)
+        self.values[win] = self.aggregate.add(value, event)
+        self.dirty.add(win)
+
+    def _session(self, key: Any, t: int, event: Event, gap: int) -> None:
+        starts = self.starts.setdefault(key, [])
+        merged = [s for s in starts if s < t + gap and t < self.ends[(key, s)]]
+        if not merged:
+            win = (key, t)
+            self.values[win] = self.aggregate.add(self.aggregate.init(), event)
+            self._open(win, t + gap)
+            starts.append(t)
+            starts.sort()
+            self.dirty.add(win)
+            return
+        merge = self.aggregate.merge
+        if len(merged) > 1 and merge is None:
+            raise StateError(f"operator {self.name!r}: session windows need an aggregate with merge (fold(merge=...))")
+        start, end = min(merged[0], t), max(max(self.ends[(key, s)] for s in merged), t + gap)
+        value = _MISSING
+        for s in merged:  # in start order
+            part = self.values.pop((key, s))
+            value = part if value is _MISSING else merge(value, part)  # type: ignore[misc]
+            self._forget((key, s))
+            starts.remove(s)
+        win = (key, start)
+        self.values[win] = self.aggregate.add(value, event)
+        self._open(win, end)
+        starts.append(start)
+        starts.sort()
+        self.dirty.add(win)
+
+    def _forget(self, win: Win) -> None:
+        """Remove a window from the closing index and from saved state (its values are gone already)."""
+        end = self.ends.pop(win, None)
+        if end is None and not isinstance(self.windows, Session):
+            end = win[1] + self.windows.size
+        bucket = self.closing.get(end) if end is not None else None
+        if bucket is not None:
+            bucket.discard(win)
+        skey = self.skeys.pop(win, None)
+        if skey is not None:
+            self.drop(skey)
+        self.dirty.discard(win)
+
+    def _maybe_tick(self, batch: EventBatch, now: float) -> None:
+        """An empty batch of a caught-up partition silent for ``after``: stream time moves to the clock's now."""
+        newest = batch.last_enqueued
+        assert self.idle_after is not None
+        if newest is None or newest.sequence_number > self.seq:
+            self.active_at = None  # not caught up (or unknown): silence counts from when it is
+            return
+        if self.active_at is None:
+            self.active_at = now
+        if self.max_delay is None or (now - self.active_at) * 1_000_000 < self.idle_after:
+            return
+        self._advance(round(now * 1_000_000) - self.idle_skew - self.max_delay)
+
+    def _settle(self) -> list[WindowResult]:
+        """Close windows at or below the watermark; save what changed; the results to emit."""
+        found: list[tuple[int, int, str, WindowResult]] = []
+        wm = self.wm
+        while wm is not None and self.heap and self.heap[0] <= wm:
+            end = heapq.heappop(self.heap)
+            for win in self.closing.pop(end, ()):
+                value = self.values.pop(win)
+                skey = self._skey(win)
+                if not plain(value):  # as a restored value would be, so a re-emitted result is equal
+                    value = json.loads(dump(value, f"the value of window {win!r}"))
+                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value)))
+                self.ends.pop(win, None)
+                if isinstance(self.windows, Session):
+                    self.starts[win[0]].remove(win[1])
+                    if not self.starts[win[0]]:
+                        del self.starts[win[0]]
+                self.skeys.pop(win, None)
+                self.drop(skey)
+                self.dirty.discard(win)
+        session = isinstance(self.windows, Session)
+        for win in self.dirty:
+            value = self.values[win]
+            end = self.ends[win] if session else win[1] + self.windows.size  # type: ignore[union-attr]
+            skey = self._skey(win)
+            text = dump([end, value] if session else value, f"the value of window {win!r}")
+            if not plain(value):
+                value = self.values[win] = json.loads(text)[1] if session else json.loads(text)
+                saved = json.loads(text)
+            else:
+                saved = [end, value] if session else value
+            self.put(skey, saved, text)
+            if self.updates:
+                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
+        self.dirty = set()
+        found.sort(key=lambda r: r[:3])
+        return [r[3] for r in found]

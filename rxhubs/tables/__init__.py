@@ -1,0 +1,27 @@
+"""Tables written exactly once: transactional sinks for :func:`rxhubs.operators.exactly_once`.
+
+Each sink keeps, next to the rows, every partition's position (the sequence number of its last event in the
+table) and changes both in one atomic commit; read with ``rxhubs.consume(..., positions=sink)`` to resume right
+after the table's position. Rows have the Spark Event Hubs connector's columns (:data:`COLUMNS`).
+
+* :class:`SqlSink`: any DB-API 2 connection (PostgreSQL, ...); :class:`SqliteSink` / :func:`sqlite` on a file;
+* :class:`InMemoryTable`: in memory, for tests;
+* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``).
+
+See ``docs/exactly-once.md``.
+
+Example:
+    >>> from rxhubs import operators as hops
+    >>> isinstance(InMemoryTable(), hops.TransactionalSink)
+    True
+"""
+
+from __future__ import annotations
+
+from rxhubs.tables._memory import InMemoryTable
+from rxhubs.tables._rows import COLUMNS
+from rxhubs.tables._spec import sink_for
+from rxhubs.tables._sql import SqlSink
+from rxhubs.tables._sqlite import SqliteSink, sqlite
+
+__all__ = ["COLUMNS", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"]
