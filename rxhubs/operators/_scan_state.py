@@ -89,14 +89,15 @@ class ScanState(Keyed):
                 self.states[k] = new
                 self.last[k] = t if current is _MISSING else max(self.last[k], t)
                 self.dirty.add(k)
-        self._sweep(expired)
+        for k in self.dirty:
+            heapq.heappush(self.heap, (self.last[k] + self.ttl, next(self.counter), k))
+        self._sweep(expired)  # (removes expired keys from dirty)
         for k in self.dirty:
             value, last = self.states[k], self.last[k]
             text = dump([value, last], f"the state of key {k!r}")
             if not plain(value):
                 self.states[k] = json.loads(text)[0]
             self.put(self._skey(k), json.loads(text) if not plain(value) else [value, last], text)
-            heapq.heappush(self.heap, (last + self.ttl, next(self.counter), k))
         self.dirty = set()
         if len(self.heap) > 2 * len(self.states) + 64:  # stale entries of keys touched again: compact
             self.heap = [(self.last[k] + self.ttl, next(self.counter), k) for k in self.states]
@@ -131,7 +132,7 @@ def scan_state(
     key: Callable[[Event], Any],
     step: Step,
     ttl: dt.timedelta | float,
-    clock: EnqueuedTime | EventTime | None = None,
+    clock: EnqueuedTime | EventTime = EnqueuedTime(),  # noqa: B008
     max_state_bytes: int | None = DEFAULT_MAX_STATE_BYTES,
 ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """A keyed state machine: ``step(state, event) -> (new_state, outputs)`` per event, state saved per key.
@@ -186,7 +187,6 @@ def scan_state(
     if not callable(key) or not callable(step):
         raise ConfigurationError("scan_state: key and step must be callable")
     ttl_us = duration_us(ttl, "scan_state ttl")
-    clock = EnqueuedTime() if clock is None else clock
     if not isinstance(clock, EnqueuedTime | EventTime):
         raise ConfigurationError(f"clock must be rxhubs.windows.EnqueuedTime() or EventTime(...), got {clock!r}")
     cap = check_cap(max_state_bytes)

@@ -30,6 +30,7 @@ log = logging.getLogger("rxhubs.operators")
 
 #: Values of these exact types are immutable and come back from JSON as they went in.
 _PLAIN = frozenset({int, float, str, bool, type(None)})
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def plain(value: Any) -> bool:
@@ -38,8 +39,10 @@ def plain(value: Any) -> bool:
 
 def dump(value: Any, what: str) -> str:
     """``value`` as compact JSON, or StateError naming ``what``."""
+    if type(value) is int:
+        return str(value)
     try:
-        return json.dumps(value, separators=(",", ":"))
+        return _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise StateError(f"{what} is not JSON-able ({exc}); state is saved as JSON") from exc
 

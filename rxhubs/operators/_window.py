@@ -31,7 +31,7 @@ def window(
     key: Callable[[Event], Any],
     windows: Windows,
     aggregate: Aggregate,
-    clock: EnqueuedTime | EventTime | None = None,
+    clock: EnqueuedTime | EventTime = EnqueuedTime(),  # noqa: B008
     grace: dt.timedelta | float = 0,
     emit: Literal["final", "updates"] = "final",
     late: Literal["side", "drop"] = "side",
@@ -118,7 +118,6 @@ def window(
         raise ConfigurationError(f"aggregate must be rxhubs.windows.count/sum/min/max/fold(...), got {aggregate!r}")
     if isinstance(windows, Session) and aggregate.merge is None:
         raise ConfigurationError("session windows need an aggregate that merges: fold(init, add, merge=...)")
-    clock = EnqueuedTime() if clock is None else clock
     if not isinstance(clock, EnqueuedTime | EventTime):
         raise ConfigurationError(f"clock must be rxhubs.windows.EnqueuedTime() or EventTime(...), got {clock!r}")
     grace_us = duration_us(grace, "grace", zero=True)

@@ -15,6 +15,7 @@ sequence number folded in) and ``late`` (late events so far in this partition), 
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import json
 from collections.abc import Callable
@@ -26,11 +27,12 @@ from rxhubs._state import OperatorState
 from rxhubs.errors import StateError
 from rxhubs.operators._stateful import Keyed, dump, hashable, plain
 from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows
-from rxhubs.operators._wtime import CaughtUp, Clock, EventTime, duration_us, from_us, to_us
+from rxhubs.operators._wtime import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
 
 __all__ = ["WindowState"]
 
 _MISSING: Any = object()
+_US = dt.timedelta(microseconds=1)
 Win = tuple[Any, int]  # (key, start)
 
 
@@ -56,6 +58,8 @@ class WindowState(Keyed):
         self.max_delay = None if delay is None else duration_us(delay, "max_delay", zero=True)
         self.idle_after = None if idle is None else duration_us(idle.after, "after", zero=True)
         self.idle_skew = 0 if idle is None else duration_us(idle.skew, "skew", zero=True)
+        self.tumbling = windows if isinstance(windows, Tumbling) else None
+        self.add = aggregate.add
         self.values: dict[Win, Any] = {}
         self.ends: dict[Win, int] = {}  # session windows only
         self.starts: dict[Any, list[int]] = {}  # session windows only: key -> starts of its open sessions
@@ -144,26 +148,31 @@ class WindowState(Keyed):
 
     def _add(self, event: Event) -> bool:
         """Fold one event in; True if it was late (for at least one of its windows)."""
-        if self.get_time is None:
-            t = to_us(event.enqueued_time)
-            self._advance(t)
+        get_time = self.get_time
+        if get_time is None:
+            try:
+                t: int = (event.enqueued_time - EPOCH) // _US
+            except TypeError:  # a naive datetime
+                t = to_us(event.enqueued_time)
         else:
-            t = to_us(self.get_time(event))
-            self._advance(t)
+            t = to_us(get_time(event))
             if self.max_delay is not None:
-                self._advance(to_us(event.enqueued_time) - self.max_delay)
+                floor = to_us(event.enqueued_time) - self.max_delay
+                if self.t is None or floor > self.t:
+                    self._advance(floor)
+        if self.t is None or t > self.t:
+            self._advance(t)
         key = self.key(event)
-        try:
-            hash(key)
-        except TypeError as exc:
-            raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
-        windows, wm = self.windows, self.wm
-        if isinstance(windows, Tumbling):
-            start = (t - windows.offset) // windows.size * windows.size + windows.offset
-            if wm is not None and start + windows.size <= wm:
+        wm = self.wm
+        tumbling = self.tumbling
+        if tumbling is not None:
+            size = tumbling.size
+            start = (t - tumbling.offset) // size * size + tumbling.offset
+            if wm is not None and start + size <= wm:
                 return True
-            self._fold((key, start), start + windows.size, event)
+            self._fold((key, start), start + size, event)
             return False
+        windows = self.windows
         if isinstance(windows, Hopping):
             late = False
             start = (t - windows.offset) // windows.step * windows.step + windows.offset
@@ -174,17 +183,26 @@ class WindowState(Keyed):
                     self._fold((key, start), start + windows.size, event)
                 start -= windows.step
             return late
+        assert isinstance(windows, Session)
         if wm is not None and t < wm:
             return True
+        try:
+            hash(key)
+        except TypeError as exc:
+            raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
         self._session(key, t, event, windows.gap)
         return False
 
     def _fold(self, win: Win, end: int, event: Event) -> None:
-        value = self.values.get(win, _MISSING)
+        values = self.values
+        try:
+            value = values.get(win, _MISSING)
+        except TypeError as exc:
+            raise StateError(f"window keys must be hashable and JSON-able, got {win[0]!r}") from exc
         if value is _MISSING:
             value = self.aggregate.init()
             self._open(win, end)
-        self.values[win] = self.aggregate.add(value, event)
+        values[win] = self.add(value, event)
         self.dirty.add(win)
 
     def _session(self, key: Any, t: int, event: Event, gap: int) -> None:
@@ -262,10 +280,17 @@ class WindowState(Keyed):
                 self.drop(skey)
                 self.dirty.discard(win)
         session = isinstance(self.windows, Session)
+        size = 0 if isinstance(self.windows, Session) else self.windows.size
+        values, ends, skeys = self.values, self.ends, self.skeys
         for win in self.dirty:
-            value = self.values[win]
-            end = self.ends[win] if session else win[1] + self.windows.size  # type: ignore[union-attr]
-            skey = self._skey(win)
+            value = values[win]
+            end = ends[win] if session else win[1] + size
+            skey = skeys.get(win) or self._skey(win)
+            if not session and type(value) is int:  # the common case (count): no JSON round trip needed
+                self.put(skey, value, str(value))
+                if self.updates:
+                    found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
+                continue
             text = dump([end, value] if session else value, f"the value of window {win!r}")
             if not plain(value):
                 value = self.values[win] = json.loads(text)[1] if session else json.loads(text)

@@ -299,6 +299,13 @@ def _start(out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return proc
 
 
+def _wait_for_ack(out: Path, timeout: float = 60.0) -> None:
+    """Until the consumer writing ``out`` has published a batch (bounded: the asserts below tell what was missing)."""
+    deadline = time.monotonic() + timeout
+    while not _lines(out, "ACK") and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _lines(out: Path, kind: str) -> list[tuple[str, str, float]]:
     rows = []
     for line in out.read_text().splitlines():
@@ -324,12 +331,14 @@ def test_a_consumer_killed_mid_stream_and_restarted_publishes_every_event_in_ord
     try:
         procs.append(_start(outs[0], env))
         producer.start()
-        time.sleep(3.0)
+        _wait_for_ack(outs[0])  # mid-stream: it published something (a fixed sleep is too short on a busy machine)
+        time.sleep(1.0)
         procs[0].send_signal(signal.SIGKILL)
         assert procs[0].wait(timeout=10) == -signal.SIGKILL
         killed_acks = len(_lines(outs[0], "ACK"))
         procs.append(_start(outs[1], env))
-        time.sleep(2.0)
+        _wait_for_ack(outs[1])
+        time.sleep(1.0)
         producer.stop.set()
         producer.join(timeout=30)
         assert producer.error is None, producer.error

@@ -255,3 +255,39 @@ def test_bad_options_are_configuration_errors() -> None:
     for bad_window in [lambda: hw.tumbling(0), lambda: hw.hopping(10, 20), lambda: hw.session(-1)]:
         with pytest.raises(ConfigurationError):
             bad_window()
+
+
+def test_a_windowed_pipeline_under_balancing_is_checkpointed_as_usual() -> None:
+    with marble_test() as t:
+        hub = t.hub({"0": "-a-b---c", "1": "--d--e"})
+        store = t.store()
+        pipeline = rxhubs.consume(hub, "$Default", store, owner_id="me").pipe(
+            hops.window("per_partition", key=lambda e: e.body.decode(), windows=hw.tumbling(4), aggregate=hw.count()),
+            hops.checkpoint(store, max_interval=0.0),
+        )
+        checkpoints = t.checkpoints_at(hub, store, 20)
+        records = t.start(pipeline)
+    batches = [r.value.value for r in records if r.value.kind == "N"]
+    assert all(isinstance(b, hw.WindowBatch) and [d.name for d in b._state] == ["per_partition"] for b in batches)
+    assert all(b._session is not None and b._origin is not None for b in batches)  # what the checkpoint needs
+    closed = sorted((b.partition_id, r.key, int(r.start.timestamp()), r.value) for b in batches for r in b.results)
+    # each partition's own watermark: c (207) and e (205) closed [200, 204); c's and e's windows stay open
+    assert closed == [("0", "a", 200, 1), ("0", "b", 200, 1), ("1", "d", 200, 1)]
+    assert checkpoints == {"0": 2, "1": 1}
+
+
+def test_marbles_an_event_time_clock_with_max_delay_also_moves_with_enqueued_time() -> None:
+    batches = lookup({"a": ("d1", 10), "b": ("d1", 20)})
+    late_enqueued = batches["b"].events[0]  # b's own time is 20 s, but the service enqueued it at 70 s
+    batches["b"] = batches["b"].with_events([rxhubs.Event(
+        late_enqueued.body, 1, "10", T0 + dt.timedelta(seconds=70), properties=late_enqueued.properties)])
+
+    def op(max_delay: float | None) -> Any:
+        clock = hw.EventTime(lambda e: T0 + dt.timedelta(seconds=e.properties["ts"]), max_delay=max_delay)
+        return hops.window("w", key=device, windows=hw.tumbling(60), aggregate=hw.count(), clock=clock)
+
+    records, _ = run("-a-b-|", batches, op(None))
+    assert records == exp("-o-o-|")  # only the events' own times: stream time 20
+    records, out = run("-a-b-|", batches, op(5))
+    # stream time is at least 70 - 5 = 65 at b: b (20) is late for [0, 60), which closes with a alone
+    assert records == exp("-o-p-|", {"p": "d1@0=1"}) and out[1].late_count == 1
