@@ -3,13 +3,14 @@
 Eight partitions on the emulator, events keyed by device (partition key = device), event time in the payload
 with disorder inside the grace period, one-minute tumbling windows in compressed time (a minute of event time per
 second), a few events injected far past the grace period. Three worker processes (``tests.faults.state_worker``)
-share a SQLite checkpoint store and a SQLite results table upserted per (device, window); one of them is killed
-with SIGKILL (or, once, stopped with SIGTERM) every second or two and restarted as a new owner, so partitions
-move many times. Afterwards the hub is read from the start and counted offline (``tests.faults.statekit``):
+share a SQLite checkpoint store and a SQLite results table upserted per (device, window); every six ticks of the
+producer (1.5 s, 1.5 minutes of event time; the producer waits if a fault lags) one of them is killed with
+SIGKILL (the fourth time stopped with SIGTERM instead) and restarted as a new owner, so partitions move many
+times. Afterwards the hub is read from the start and counted offline (``tests.faults.statekit``):
 
 * with ``hops.window`` (state committed with the checkpoint): 0 wrong, 0 missing, 0 extra cells; the events
   reported late are exactly the ones injected past grace; a cell emitted twice (after a crash) carries the same
-  value both times;
+  value both times; new owners restored saved state (the operator logs each restore);
 * the control, the same counting in process memory without committed state, under the same faults: wrong cells
   (the checker sees the damage a crash does to uncommitted state).
 """
