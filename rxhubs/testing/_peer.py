@@ -197,7 +197,7 @@ class Peer:
         self._subscription = source.subscribe(self.batches.append, self.errors.append, scheduler=self.scheduler)
 
     def stop(self) -> None:
-        """Stop gracefully: release every partition now."""
+        """Stop gracefully: release every partition now (a paused peer is resumed first, then stopped)."""
         self.scheduler.resume()
         if self._subscription is not None:
             self._subscription.dispose()
