@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from rxhubs.errors import SinkError
+from rxhubs.errors import ConfigurationError, SinkError
+from rxhubs.tables import postgresql, sink_for
 from tests.support.postgres import Postgres
 from tests.tables.kit import CTX, STEPS, T0, events
 from tests.tables.pgkit import DRIVERS, Faults, KilledConnection, ProxyThread, connector, numbers, pg_sink, position
@@ -252,3 +253,32 @@ def test_writers_of_two_partitions_in_opposite_orders_do_not_deadlock(
     assert numbers(postgres, pg_database, "0") == numbers(postgres, pg_database, "1") == list(range(10))
     for s in sinks:
         asyncio.run(s.close())
+
+
+def test_a_url_names_the_table(driver: str, postgres: Postgres, pg_database: str) -> None:
+    """postgresql(url) with either driver, and sink_for's postgresql:// spec (the command line's --sink)."""
+    url = f"postgresql://postgres:s%40cret@{postgres.host}:{postgres.port}/{pg_database}"  # trusted: ignored
+    sink = postgresql(url, driver=driver)  # type: ignore[arg-type]
+    asyncio.run(sink.commit([events(0, 4)], owned=mine))
+    asyncio.run(sink.close())
+    spec = sink_for(postgres.url(pg_database))
+    assert spec is not None and asyncio.run(spec.commit([events(3, 9)], owned=mine)).written == {"0": 5}
+    assert asyncio.run(spec.positions([CTX["0"]])) == {"0": 9}
+    asyncio.run(spec.close())  # type: ignore[attr-defined]
+    assert numbers(postgres, pg_database) == list(range(10))
+    missing = postgresql(f"postgresql://postgres:s%40cret@{postgres.host}:{postgres.port}/nope", driver=driver)  # type: ignore[arg-type]
+    with pytest.raises(SinkError) as failed:
+        asyncio.run(missing.positions([CTX["0"]]))
+    assert failed.value.retriable and "nope" in str(failed.value) and "cret" not in str(failed.value)
+    asyncio.run(missing.close())
+
+
+def test_bad_urls_are_refused_without_their_password() -> None:
+    for url in ("postgresql:", "postgresql://", "mysql://u@h/db", "postgresql://u:pw@h:99999/db"):
+        with pytest.raises(ConfigurationError) as refused:
+            postgresql(url)
+        assert ":pw@" not in str(refused.value)
+    with pytest.raises(ConfigurationError, match="pg8000 takes no URL parameters"):
+        postgresql("postgresql://u@h/db?sslmode=require", driver="pg8000")
+    with pytest.raises(ConfigurationError):
+        postgresql("postgresql://u@h/db", driver="asyncpg")  # type: ignore[arg-type]
