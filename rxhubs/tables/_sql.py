@@ -5,7 +5,9 @@ at or below it, insert the rest into the events table, and move the position wit
 (``UPDATE ... WHERE sequence_number = <the value read>``; an ``INSERT`` when the partition has none yet). If the
 compare-and-set changes no row (or the insert hits the primary key), another writer committed that partition
 since the read: roll back, read again, filter again, retry. A partition no longer owned by then is dropped.
-Rows and positions therefore change together or not at all, whatever the isolation level.
+Rows and positions therefore change together or not at all, whatever the isolation level: a serialization
+failure or a deadlock (SQLSTATE 40001, 40P01) is the same conflict. A connection in autocommit is switched out of
+it; a connection that failed otherwise is closed and replaced on the next call.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class SqlSink:
         connect: Opens a DB-API 2 connection (``lambda: psycopg.connect(dsn)``); called once, on the worker thread.
         table: The events table (``name`` or ``schema.name``).
         positions_table: The positions table.
-        paramstyle: The driver's ``paramstyle`` (``sqlite3``: ``"qmark"``, psycopg: ``"format"``).
+        paramstyle: The driver's ``paramstyle`` (``sqlite3``: ``"qmark"``, psycopg and pg8000: ``"format"``).
         create: Create the tables if they do not exist.
         blob_type: The SQL type of ``body`` when creating the table (PostgreSQL: ``"BYTEA"``).
         begin: A statement that opens each transaction (SQLite: ``"BEGIN IMMEDIATE"``); None: the driver's own.
