@@ -25,8 +25,19 @@ from typing import Any
 
 import pytest
 
-#: Where Debian's packages put the server (``apt-get install postgresql``); ``RXHUBS_PG_BIN`` overrides it.
-PG_BIN = Path(os.environ.get("RXHUBS_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _bin_dir() -> Path:
+    """``RXHUBS_PG_BIN``, else the newest of Debian's ``/usr/lib/postgresql/N/bin``, else initdb's on PATH."""
+    if os.environ.get("RXHUBS_PG_BIN"):
+        return Path(os.environ["RXHUBS_PG_BIN"])
+    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
+                    if p.parent.name.isdigit() else 0)
+    on_path = shutil.which("initdb")
+    return debian[-1] if debian else Path(on_path).parent if on_path else Path("/usr/lib/postgresql/15/bin")
+
+
+#: Where the server is (Debian's ``apt-get install postgresql`` on the CI image: version 15).
+PG_BIN = _bin_dir()
 _READY_TIMEOUT = 60.0
 
 
@@ -44,10 +55,10 @@ class Postgres:
                 f"PostgreSQL server binaries {missing} not found in {bin_dir} (install Debian's `postgresql`, or "
                 "set RXHUBS_PG_BIN to the directory holding initdb and postgres)")
         self.bin_dir = bin_dir
+        self._as = _run_as()
         self.host, self.port, self.user = "127.0.0.1", 0, "postgres"
         self.root = Path(tempfile.mkdtemp(prefix="rxhubs-pg-"))  # under /tmp: pytest's tmp dirs are root-only
         self._process: subprocess.Popen[bytes] | None = None
-        self._as = _run_as()
 
     def _popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         uid, gid = self._as
