@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rxhubs.errors import ConfigurationError
 from rxhubs.operators import TransactionalSink
+from rxhubs.tables._postgres import postgresql
 from rxhubs.tables._sqlite import SqliteSink
 
 __all__ = ["sink_for"]
@@ -12,7 +13,8 @@ __all__ = ["sink_for"]
 def sink_for(spec: str) -> TransactionalSink | None:
     """The table a spec names, or None when ``spec`` names no table (``console``, ``jsonl:PATH``, ...).
 
-    ``sqlite:PATH``: a :class:`~rxhubs.tables.SqliteSink` on the file ``PATH``.
+    ``sqlite:PATH``: a :class:`~rxhubs.tables.SqliteSink` on the file ``PATH``; ``postgresql://...``: the
+    database that URL names (:func:`~rxhubs.tables.postgresql`).
 
     Raises:
         ConfigurationError: A table scheme without a path.
@@ -29,4 +31,6 @@ def sink_for(spec: str) -> TransactionalSink | None:
         if not target:
             raise ConfigurationError("sqlite: needs a file path, e.g. --sink sqlite:events.db")
         return SqliteSink(target)
+    if scheme in ("postgresql", "postgres"):
+        return postgresql(spec)
     return None
