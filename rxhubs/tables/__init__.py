@@ -6,9 +6,9 @@ after the table's position. Rows have the Spark Event Hubs connector's columns (
 
 * :class:`DeltaSink`: a Delta Lake table through the ``deltalake`` package (``pip install 'rxhubs[delta]'``;
   importing this package does not import deltalake);
-* :class:`SqlSink`: any DB-API 2 connection (PostgreSQL, ...); :class:`SqliteSink` / :func:`sqlite` on a file;
+* :class:`SqlSink`: any DB-API 2 connection; :class:`SqliteSink` / :func:`sqlite` on a file; :func:`postgresql`;
 * :class:`InMemoryTable`: in memory, for tests;
-* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``).
+* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``, ``postgresql://...``, ``delta:PATH``).
 
 See ``docs/exactly-once.md``.
 
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from rxhubs.tables._delta import DeltaSink
 from rxhubs.tables._memory import InMemoryTable
+from rxhubs.tables._postgres import postgresql
 from rxhubs.tables._rows import COLUMNS
 from rxhubs.tables._spec import sink_for
 from rxhubs.tables._sql import SqlSink
 from rxhubs.tables._sqlite import SqliteSink, sqlite
 
-__all__ = ["COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"]
+__all__ = ["COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "sink_for", "sqlite"]

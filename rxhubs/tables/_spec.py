@@ -5,6 +5,7 @@ from __future__ import annotations
 from rxhubs.errors import ConfigurationError
 from rxhubs.operators import TransactionalSink
 from rxhubs.tables._delta import DeltaSink
+from rxhubs.tables._postgres import postgresql
 from rxhubs.tables._sqlite import SqliteSink
 
 __all__ = ["sink_for"]
@@ -13,7 +14,8 @@ __all__ = ["sink_for"]
 def sink_for(spec: str) -> TransactionalSink | None:
     """The table a spec names, or None when ``spec`` names no table (``console``, ``jsonl:PATH``, ...).
 
-    ``sqlite:PATH``: a :class:`~rxhubs.tables.SqliteSink` on the file ``PATH``; ``delta:PATH``: a
+    ``sqlite:PATH``: a :class:`~rxhubs.tables.SqliteSink` on the file ``PATH``; ``postgresql://...``: the
+    database that URL names (:func:`~rxhubs.tables.postgresql`); ``delta:PATH``: a
     :class:`~rxhubs.tables.DeltaSink` on the Delta table at ``PATH`` (a folder or a URI such as ``abfss://...``).
 
     Raises:
@@ -37,4 +39,6 @@ def sink_for(spec: str) -> TransactionalSink | None:
         if not target:
             raise ConfigurationError("delta: needs a table path, e.g. --sink delta:out/events")
         return DeltaSink(target)
+    if scheme in ("postgresql", "postgres"):
+        return postgresql(spec)
     return None
