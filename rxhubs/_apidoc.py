@@ -36,7 +36,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Spark", "rxhubs.spark", [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
-    ("Tables (exactly once)", "rxhubs.tables", ["SqlSink", "SqliteSink", "sqlite", "InMemoryTable", "sink_for"]),
+    ("Tables (exactly once)", "rxhubs.tables",
+     ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [
