@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-import rxhubs
 from tests.faults.eo_kit import (
     PARTITIONS,
     Fleet,
@@ -83,8 +82,6 @@ def _zombie_lost(fleet: Fleet, done: dict[str, Any], group: str) -> set[str]:
 def test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie(
     tmp_path: Path, emulator_factory: Any, kind: str
 ) -> None:
-    if kind == "delta" and not hasattr(rxhubs.tables, "DeltaSink"):  # until the Delta sink is merged
-        pytest.skip("rxhubs.tables.DeltaSink is not on this branch yet")
     fleet, done, ledger, positions = _run(tmp_path, emulator_factory, f"jsonl,{kind}")
     table = compare(ledger, read_table(kind, tmp_path))
     control = compare(ledger, read_control(tmp_path))
