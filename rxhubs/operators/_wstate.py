@@ -18,15 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from typing import Any
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import OperatorState
+from rxhubs._state import DELETED, OperatorState
 from rxhubs.errors import StateError
 from rxhubs.operators._stateful import Keyed, dump, hashable, plain
-from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows
+from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows, count_add
 from rxhubs.operators._wtime import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
 
 __all__ = ["WindowState"]
@@ -106,24 +108,36 @@ class WindowState(Keyed):
         if isinstance(self.windows, Session):
             self.ends[win] = end
 
-    def _skey(self, win: Win) -> str:
+    def _skey(self, win: Win, *, keep: bool = True) -> str:
+        """The saved key of ``win`` (``json.dumps([key, start])``), remembered unless ``keep`` is False."""
         skey = self.skeys.get(win)
         if skey is None:
-            skey = self.skeys[win] = dump([win[0], win[1]], f"the key {win[0]!r}")
+            key, kind = win[0], type(win[0])
+            if kind is str:  # what dump([key, start]) gives, without the encoder's overhead
+                skey = f"[{encode_basestring_ascii(key)},{win[1]}]"
+            elif kind is int:
+                skey = f"[{key},{win[1]}]"
+            else:
+                skey = dump([key, win[1]], f"the key {key!r}")
+            if keep:
+                self.skeys[win] = skey
         return skey
 
     # -- one batch -----------------------------------------------------------------------------------------
     def run(self, batch: EventBatch, now: float | None) -> EventBatch:
         late: list[Event] = []
         late_count = 0
-        for event in batch.events:
-            if event.sequence_number <= self.seq:
-                continue  # folded in already (the state was saved after it)
-            self.seq = event.sequence_number
-            if self._add(event):
-                late_count += 1
-                if self.side:
-                    late.append(event)
+        if self.tumbling is not None:
+            late_count = self._tumble(batch.events, late)
+        else:
+            for event in batch.events:
+                if event.sequence_number <= self.seq:
+                    continue  # folded in already (the state was saved after it)
+                self.seq = event.sequence_number
+                if self._add(event):
+                    late_count += 1
+                    if self.side:
+                        late.append(event)
         if batch.events:
             self.active_at = now
         elif now is not None and self.idle_after is not None:
@@ -192,6 +206,64 @@ class WindowState(Keyed):
             raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
         self._session(key, t, event, windows.gap)
         return False
+
+    def _tumble(self, events: Sequence[Event], late: list[Event]) -> int:
+        """:meth:`_add` for every event, for tumbling windows, with lookups hoisted out of the loop (the hot path).
+
+        Same semantics, event by event, as the general loop; returns how many events were late.
+        """
+        assert self.tumbling is not None
+        size, offset, grace, side = self.tumbling.size, self.tumbling.offset, self.grace, self.side
+        get_time, max_delay, key_of, add, init = self.get_time, self.max_delay, self.key, self.add, self.aggregate.init
+        values, dirty, opened = self.values, self.dirty, self._open
+        counting = add is count_add
+        seq, stream, wm = self.seq, self.t, self.wm
+        late_count = 0
+        try:
+            for event in events:
+                number = event.sequence_number
+                if number <= seq:
+                    continue  # folded in already (the state was saved after it)
+                seq = number
+                if get_time is None:
+                    try:
+                        t: int = (event.enqueued_time - EPOCH) // _US
+                    except TypeError:  # a naive datetime
+                        t = to_us(event.enqueued_time)
+                else:
+                    raw = get_time(event)
+                    kind = type(raw)
+                    t = round(raw * 1_000_000) if kind is float or kind is int else to_us(raw)
+                    if max_delay is not None:
+                        floor = to_us(event.enqueued_time) - max_delay
+                        if stream is None or floor > stream:
+                            stream = floor
+                            if wm is None or floor - grace > wm:
+                                wm = floor - grace
+                if stream is None or t > stream:
+                    stream = t
+                    if wm is None or t - grace > wm:
+                        wm = t - grace
+                key = key_of(event)
+                start = (t - offset) // size * size + offset
+                if wm is not None and start + size <= wm:
+                    late_count += 1
+                    if side:
+                        late.append(event)
+                    continue
+                win = (key, start)
+                try:
+                    value = values.get(win, _MISSING)
+                except TypeError as exc:
+                    raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
+                if value is _MISSING:
+                    value = init()
+                    opened(win, start + size)
+                values[win] = value + 1 if counting else add(value, event)
+                dirty.add(win)
+        finally:
+            self.seq, self.t, self.wm = seq, stream, wm
+        return late_count
 
     def _fold(self, win: Win, end: int, event: Event) -> None:
         values = self.values
@@ -263,22 +335,34 @@ class WindowState(Keyed):
         """Close windows at or below the watermark; save what changed; the results to emit."""
         found: list[tuple[int, int, str, WindowResult]] = []
         wm = self.wm
-        while wm is not None and self.heap and self.heap[0] <= wm:
-            end = heapq.heappop(self.heap)
-            for win in self.closing.pop(end, ()):
-                value = self.values.pop(win)
-                skey = self._skey(win)
+        stamps: dict[int, dt.datetime] = {}  # windows closing together share their times
+
+        def at(us: int) -> dt.datetime:
+            stamp = stamps.get(us)
+            if stamp is None:
+                stamp = stamps[us] = from_us(us)
+            return stamp
+
+        starts = self.starts if isinstance(self.windows, Session) else None
+        values, ends, skeys, dirty, heap = self.values, self.ends, self.skeys, self.dirty, self.heap
+        closing, sizes, changes = self.closing, self.sizes, self.changes
+        while wm is not None and heap and heap[0] <= wm:
+            end = heapq.heappop(heap)
+            stop = at(end)
+            for win in closing.pop(end, ()):
+                value = values.pop(win)
+                skey = skeys.pop(win, None) or self._skey(win, keep=False)
                 if not plain(value):  # as a restored value would be, so a re-emitted result is equal
                     value = json.loads(dump(value, f"the value of window {win!r}"))
-                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value)))
-                self.ends.pop(win, None)
-                if isinstance(self.windows, Session):
-                    self.starts[win[0]].remove(win[1])
-                    if not self.starts[win[0]]:
-                        del self.starts[win[0]]
-                self.skeys.pop(win, None)
-                self.drop(skey)
-                self.dirty.discard(win)
+                found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), stop, value)))
+                if starts is not None:
+                    ends.pop(win, None)
+                    starts[win[0]].remove(win[1])
+                    if not starts[win[0]]:
+                        del starts[win[0]]
+                self.total -= sizes.pop(skey, 0)  # Keyed.drop, inline: this loop runs once per window
+                changes[skey] = DELETED
+                dirty.discard(win)
         session = isinstance(self.windows, Session)
         size = 0 if isinstance(self.windows, Session) else self.windows.size
         values, ends, skeys = self.values, self.ends, self.skeys
@@ -289,7 +373,7 @@ class WindowState(Keyed):
             if not session and type(value) is int:  # the common case (count): no JSON round trip needed
                 self.put(skey, value, str(value))
                 if self.updates:
-                    found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
+                    found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
                 continue
             text = dump([end, value] if session else value, f"the value of window {win!r}")
             if not plain(value):
@@ -299,7 +383,7 @@ class WindowState(Keyed):
                 saved = [end, value] if session else value
             self.put(skey, saved, text)
             if self.updates:
-                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
+                found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
         self.dirty = set()
-        found.sort(key=lambda r: r[:3])
+        found.sort(key=itemgetter(0, 1, 2))
         return [r[3] for r in found]
