@@ -215,7 +215,7 @@ class WindowState(Keyed):
         assert self.tumbling is not None
         size, offset, grace, side = self.tumbling.size, self.tumbling.offset, self.grace, self.side
         get_time, max_delay, key_of, add, init = self.get_time, self.max_delay, self.key, self.add, self.aggregate.init
-        values, dirty, opened = self.values, self.dirty, self._open
+        values, dirty, closing, heap = self.values, self.dirty, self.closing, self.heap
         counting = add is count_add
         seq, stream, wm = self.seq, self.t, self.wm
         late_count = 0
@@ -256,9 +256,13 @@ class WindowState(Keyed):
                     value = values.get(win, _MISSING)
                 except TypeError as exc:
                     raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
-                if value is _MISSING:
+                if value is _MISSING:  # a new window: self._open(win, start + size), inline
                     value = init()
-                    opened(win, start + size)
+                    bucket = closing.get(start + size)
+                    if bucket is None:
+                        bucket = closing[start + size] = set()
+                        heapq.heappush(heap, start + size)
+                    bucket.add(win)
                 values[win] = value + 1 if counting else add(value, event)
                 dirty.add(win)
         finally:
@@ -349,12 +353,13 @@ class WindowState(Keyed):
         while wm is not None and heap and heap[0] <= wm:
             end = heapq.heappop(heap)
             stop = at(end)
+            begin = None if isinstance(self.windows, Session) else at(end - self.windows.size)  # all start there
             for win in closing.pop(end, ()):
                 value = values.pop(win)
                 skey = skeys.pop(win, None) or self._skey(win, keep=False)
                 if not plain(value):  # as a restored value would be, so a re-emitted result is equal
                     value = json.loads(dump(value, f"the value of window {win!r}"))
-                found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), stop, value)))
+                found.append((end, win[1], skey, WindowResult(win[0], begin or at(win[1]), stop, value)))
                 if starts is not None:
                     ends.pop(win, None)
                     starts[win[0]].remove(win[1])
