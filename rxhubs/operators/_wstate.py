@@ -28,7 +28,7 @@ from rxhubs._models import Event, PartitionContext
 from rxhubs._state import DELETED, OperatorState
 from rxhubs.errors import StateError
 from rxhubs.operators._stateful import Keyed, dump, hashable, plain
-from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows, count_add
+from rxhubs.operators._wspec import Aggregate, Hopping, Session, WindowBatch, WindowResult, Windows, count_add
 from rxhubs.operators._wtime import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
 
 __all__ = ["WindowState"]
@@ -60,7 +60,6 @@ class WindowState(Keyed):
         self.max_delay = None if delay is None else duration_us(delay, "max_delay", zero=True)
         self.idle_after = None if idle is None else duration_us(idle.after, "after", zero=True)
         self.idle_skew = 0 if idle is None else duration_us(idle.skew, "skew", zero=True)
-        self.tumbling = windows if isinstance(windows, Tumbling) else None
         self.add = aggregate.add
         self.values: dict[Win, Any] = {}
         self.ends: dict[Win, int] = {}  # session windows only
@@ -127,8 +126,8 @@ class WindowState(Keyed):
     def run(self, batch: EventBatch, now: float | None) -> EventBatch:
         late: list[Event] = []
         late_count = 0
-        if self.tumbling is not None:
-            late_count = self._tumble(batch.events, late)
+        if not isinstance(self.windows, Session):
+            late_count = self._fixed(batch.events, late)
         else:
             for event in batch.events:
                 if event.sequence_number <= self.seq:
@@ -161,7 +160,7 @@ class WindowState(Keyed):
                 self.wm = wm
 
     def _add(self, event: Event) -> bool:
-        """Fold one event in; True if it was late (for at least one of its windows)."""
+        """Fold one event in (session windows: see :meth:`_fixed` for the others); True if it was late."""
         get_time = self.get_time
         if get_time is None:
             try:
@@ -178,25 +177,7 @@ class WindowState(Keyed):
             self._advance(t)
         key = self.key(event)
         wm = self.wm
-        tumbling = self.tumbling
-        if tumbling is not None:
-            size = tumbling.size
-            start = (t - tumbling.offset) // size * size + tumbling.offset
-            if wm is not None and start + size <= wm:
-                return True
-            self._fold((key, start), start + size, event)
-            return False
         windows = self.windows
-        if isinstance(windows, Hopping):
-            late = False
-            start = (t - windows.offset) // windows.step * windows.step + windows.offset
-            while start > t - windows.size:
-                if wm is not None and start + windows.size <= wm:
-                    late = True
-                else:
-                    self._fold((key, start), start + windows.size, event)
-                start -= windows.step
-            return late
         assert isinstance(windows, Session)
         if wm is not None and t < wm:
             return True
@@ -207,13 +188,15 @@ class WindowState(Keyed):
         self._session(key, t, event, windows.gap)
         return False
 
-    def _tumble(self, events: Sequence[Event], late: list[Event]) -> int:
-        """:meth:`_add` for every event, for tumbling windows, with lookups hoisted out of the loop (the hot path).
+    def _fixed(self, events: Sequence[Event], late: list[Event]) -> int:
+        """Fold ``events`` into tumbling or hopping windows; how many were late (for at least one window).
 
-        Same semantics, event by event, as the general loop; returns how many events were late.
+        The hot path: one loop with the lookups hoisted out of it (session windows go through :meth:`_add`).
         """
-        assert self.tumbling is not None
-        size, offset, grace, side = self.tumbling.size, self.tumbling.offset, self.grace, self.side
+        windows = self.windows
+        assert not isinstance(windows, Session)
+        size, offset, grace, side = windows.size, windows.offset, self.grace, self.side
+        step = windows.step if isinstance(windows, Hopping) else size
         get_time, max_delay, key_of, add, init = self.get_time, self.max_delay, self.key, self.add, self.aggregate.init
         values, dirty, closing, heap = self.values, self.dirty, self.closing, self.heap
         counting = add is count_add
@@ -245,41 +228,35 @@ class WindowState(Keyed):
                     if wm is None or t - grace > wm:
                         wm = t - grace
                 key = key_of(event)
-                start = (t - offset) // size * size + offset
-                if wm is not None and start + size <= wm:
+                start = (t - offset) // step * step + offset  # the latest window holding t; then earlier ones
+                was_late = False
+                while start > t - size:
+                    if wm is not None and start + size <= wm:
+                        was_late = True
+                        start -= step
+                        continue
+                    win = (key, start)
+                    try:
+                        value = values.get(win, _MISSING)
+                    except TypeError as exc:
+                        raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
+                    if value is _MISSING:  # a new window: self._open(win, start + size), inline
+                        value = init()
+                        bucket = closing.get(start + size)
+                        if bucket is None:
+                            bucket = closing[start + size] = set()
+                            heapq.heappush(heap, start + size)
+                        bucket.add(win)
+                    values[win] = value + 1 if counting else add(value, event)
+                    dirty.add(win)
+                    start -= step
+                if was_late:
                     late_count += 1
                     if side:
                         late.append(event)
-                    continue
-                win = (key, start)
-                try:
-                    value = values.get(win, _MISSING)
-                except TypeError as exc:
-                    raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
-                if value is _MISSING:  # a new window: self._open(win, start + size), inline
-                    value = init()
-                    bucket = closing.get(start + size)
-                    if bucket is None:
-                        bucket = closing[start + size] = set()
-                        heapq.heappush(heap, start + size)
-                    bucket.add(win)
-                values[win] = value + 1 if counting else add(value, event)
-                dirty.add(win)
         finally:
             self.seq, self.t, self.wm = seq, stream, wm
         return late_count
-
-    def _fold(self, win: Win, end: int, event: Event) -> None:
-        values = self.values
-        try:
-            value = values.get(win, _MISSING)
-        except TypeError as exc:
-            raise StateError(f"window keys must be hashable and JSON-able, got {win[0]!r}") from exc
-        if value is _MISSING:
-            value = self.aggregate.init()
-            self._open(win, end)
-        values[win] = self.add(value, event)
-        self.dirty.add(win)
 
     def _session(self, key: Any, t: int, event: Event, gap: int) -> None:
         starts = self.starts.setdefault(key, [])
