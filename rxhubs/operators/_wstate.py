@@ -25,7 +25,7 @@ from typing import Any
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import DELETED, OperatorState
+from rxhubs._state import DELETED, OperatorState, StateDelta
 from rxhubs.errors import StateError
 from rxhubs.operators._stateful import Keyed, dump, hashable, plain
 from rxhubs.operators._wspec import Aggregate, Hopping, Session, WindowBatch, WindowResult, Windows, count_add
@@ -61,6 +61,8 @@ class WindowState(Keyed):
         self.idle_after = None if idle is None else duration_us(idle.after, "after", zero=True)
         self.idle_skew = 0 if idle is None else duration_us(idle.skew, "skew", zero=True)
         self.add = aggregate.add
+        self.session = isinstance(windows, Session)
+        self.size = 0 if isinstance(windows, Session) else windows.size
         self.values: dict[Win, Any] = {}
         self.ends: dict[Win, int] = {}  # session windows only
         self.starts: dict[Any, list[int]] = {}  # session windows only: key -> starts of its open sessions
@@ -123,10 +125,10 @@ class WindowState(Keyed):
         return skey
 
     # -- one batch -----------------------------------------------------------------------------------------
-    def run(self, batch: EventBatch, now: float | None) -> EventBatch:
+    def run(self, batch: EventBatch, now: float | None) -> Callable[[tuple[StateDelta, ...]], EventBatch]:
         late: list[Event] = []
         late_count = 0
-        if not isinstance(self.windows, Session):
+        if not self.session:
             late_count = self._fixed(batch.events, late)
         else:
             for event in batch.events:
@@ -142,10 +144,10 @@ class WindowState(Keyed):
         elif now is not None and self.idle_after is not None:
             self._maybe_tick(batch, now)
         self.late_total += late_count
-        results = self._settle()
-        return WindowBatch(
+        results = tuple(self._settle())
+        return lambda state: WindowBatch(
             batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session, batch._origin,
-            batch._state, tuple(results), tuple(late), late_count,
+            state, results, tuple(late), late_count,
         )
 
     def passthrough(self, batch: EventBatch) -> EventBatch:
@@ -324,20 +326,20 @@ class WindowState(Keyed):
                 stamp = stamps[us] = from_us(us)
             return stamp
 
-        starts = self.starts if isinstance(self.windows, Session) else None
+        session, size, starts = self.session, self.size, self.starts
         values, ends, skeys, dirty, heap = self.values, self.ends, self.skeys, self.dirty, self.heap
         closing, sizes, changes = self.closing, self.sizes, self.changes
         while wm is not None and heap and heap[0] <= wm:
             end = heapq.heappop(heap)
             stop = at(end)
-            begin = None if isinstance(self.windows, Session) else at(end - self.windows.size)  # all start there
+            begin = None if session else at(end - size)  # fixed windows closing together start together
             for win in closing.pop(end, ()):
                 value = values.pop(win)
                 skey = skeys.pop(win, None) or self._skey(win, keep=False)
                 if not plain(value):  # as a restored value would be, so a re-emitted result is equal
                     value = json.loads(dump(value, f"the value of window {win!r}"))
                 found.append((end, win[1], skey, WindowResult(win[0], begin or at(win[1]), stop, value)))
-                if starts is not None:
+                if session:
                     ends.pop(win, None)
                     starts[win[0]].remove(win[1])
                     if not starts[win[0]]:
@@ -345,15 +347,15 @@ class WindowState(Keyed):
                 self.total -= sizes.pop(skey, 0)  # Keyed.drop, inline: this loop runs once per window
                 changes[skey] = DELETED
                 dirty.discard(win)
-        session = isinstance(self.windows, Session)
-        size = 0 if isinstance(self.windows, Session) else self.windows.size
-        values, ends, skeys = self.values, self.ends, self.skeys
-        for win in self.dirty:
+        for win in dirty:
             value = values[win]
             end = ends[win] if session else win[1] + size
             skey = skeys.get(win) or self._skey(win)
             if not session and type(value) is int:  # the common case (count): no JSON round trip needed
-                self.put(skey, value, str(value))
+                n = len(skey) + len(str(value))  # self.put(skey, value, str(value)), inline: once per window
+                self.total += n - sizes.get(skey, 0)
+                sizes[skey] = n
+                changes[skey] = value
                 if self.updates:
                     found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
                 continue
@@ -366,6 +368,9 @@ class WindowState(Keyed):
             self.put(skey, saved, text)
             if self.updates:
                 found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
-        self.dirty = set()
+        if dirty:
+            self.dirty = set()
+        if not found:
+            return []
         found.sort(key=itemgetter(0, 1, 2))
         return [r[3] for r in found]
