@@ -63,6 +63,12 @@ class WindowState(Keyed):
         self.add = aggregate.add
         self.session = isinstance(windows, Session)
         self.size = 0 if isinstance(windows, Session) else windows.size
+        #: What :meth:`_fixed` reads, in one tuple (it runs per batch: with small batches the lookups count).
+        self.fixed = (
+            self.size, windows.step if isinstance(windows, Hopping) else self.size,
+            0 if isinstance(windows, Session) else windows.offset, grace, side, self.get_time, self.max_delay, key,
+            aggregate.add, aggregate.init, aggregate.add is count_add,
+        )
         self.values: dict[Win, Any] = {}
         self.ends: dict[Win, int] = {}  # session windows only
         self.starts: dict[Any, list[int]] = {}  # session windows only: key -> starts of its open sessions
@@ -195,13 +201,8 @@ class WindowState(Keyed):
 
         The hot path: one loop with the lookups hoisted out of it (session windows go through :meth:`_add`).
         """
-        windows = self.windows
-        assert not isinstance(windows, Session)
-        size, offset, grace, side = windows.size, windows.offset, self.grace, self.side
-        step = windows.step if isinstance(windows, Hopping) else size
-        get_time, max_delay, key_of, add, init = self.get_time, self.max_delay, self.key, self.add, self.aggregate.init
+        size, step, offset, grace, side, get_time, max_delay, key_of, add, init, counting = self.fixed
         values, dirty, closing, heap = self.values, self.dirty, self.closing, self.heap
-        counting = add is count_add
         seq, stream, wm = self.seq, self.t, self.wm
         late_count = 0
         try:
