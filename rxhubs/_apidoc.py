@@ -21,6 +21,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
+        "exactly_once", "TransactionalSink", "CommitResult", "read_position",
     ]),
     ("Windows and state", "rxhubs.windows", [
         "tumbling", "hopping", "session", "count", "sum", "min", "max", "fold", "EnqueuedTime", "EventTime",
@@ -35,6 +36,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Spark", "rxhubs.spark", [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
+    ("Tables (exactly once)", "rxhubs.tables",
+     ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [

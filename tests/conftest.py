@@ -1,7 +1,8 @@
 """Suite-wide fixtures. Real components are started by fixture plugins, on free loopback ports:
 
 * ``rxhubs.emulator.pytest_plugin``: ``eventhubs_emulator`` (session) and ``emulator_factory``;
-* ``tests.support.azurite``: ``azurite`` (session, can be stopped and restarted) and ``blob_container``.
+* ``tests.support.azurite``: ``azurite`` (session, can be stopped and restarted) and ``blob_container``;
+* ``tests.support.postgres``: ``postgres`` (session: a PostgreSQL 15 server) and ``pg_database``.
 
 ``make test`` runs the suite in parallel processes (pytest-xdist, ``-n 4``): a "session" is then one worker's,
 so each worker starts its own emulator and Azurite, on its own free ports, and ``tmp_path`` is per worker too.
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["rxhubs.emulator.pytest_plugin", "tests.support.azurite"]
+pytest_plugins = ["rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -40,7 +40,9 @@ EXPORTS = {
         "CommitResult", "OutgoingEvent", "Publisher", "TransactionalSink", "checkpoint", "dead_letter",
         "exactly_once", "process", "publish", "read_position", "scan_state", "window",
     },
-    "rxhubs.tables": {"COLUMNS", "InMemoryTable", "SqlSink", "SqliteSink", "sink_for", "sqlite"},
+    "rxhubs.tables": {
+        "COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "sink_for", "sqlite",
+    },
     "rxhubs.windows": {
         "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",
         "hopping", "max", "min", "session", "sum", "tumbling",

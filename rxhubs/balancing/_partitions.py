@@ -135,7 +135,7 @@ def partitions(
         positions: A table that keeps each partition's position with its rows (a
             :class:`~rxhubs.operators.TransactionalSink`, used with :func:`rxhubs.operators.exactly_once`): a
             partition gained is read right after the table's position, which wins over the checkpoint (the
-            checkpoint is used where the table has none). See ``docs/exactly-once.md``.
+            checkpoint is used where the table has none; ``start`` is refused with it). See ``docs/exactly-once.md``.
 
     Returns:
         An Observable of :class:`PartitionStream`; it completes after a graceful stop released everything.
@@ -187,6 +187,9 @@ def partitions(
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)
     if positions is not None:
+        if start is not None:
+            raise ConfigurationError("start= and positions= do not combine: the table's position decides where"
+                                     " reading resumes (to read again, use a new table)")
         checked_store = with_table_positions(checked_store, positions)
 
     def subscribe(

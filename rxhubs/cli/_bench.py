@@ -33,6 +33,8 @@ SCENARIOS = {
     "silent": "rxhubs.bench._silent",
     "publish": "rxhubs.bench._publish",
     "chaos": "rxhubs.bench._chaos",
+    "state": "rxhubs.bench._state",
+    "exactly-once": "rxhubs.bench._exactly_once",
 }
 
 EXAMPLES = """

@@ -54,7 +54,9 @@ def add_parser(subparsers: Any) -> None:
         "--interval", type=float, default=None, help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g})"
     )
     parser.add_argument("--count", type=int, default=None, help="with --watch: stop after this many refreshes")
-    parser.add_argument("--table", help="an exactly-once table (sqlite:PATH): show its position per partition")
+    parser.add_argument(
+        "--table", help="an exactly-once table (sqlite:PATH, delta:PATH): show its position per partition"
+    )
     parser.set_defaults(run=run)
 
 
@@ -183,7 +185,7 @@ def _table(spec: str | None) -> Any:
 
     table = sink_for(spec)
     if table is None:
-        raise ConfigurationError(f"--table takes an exactly-once table such as sqlite:PATH, got {spec!r}")
+        raise ConfigurationError(f"--table takes an exactly-once table (sqlite:PATH, delta:PATH), got {spec!r}")
     path = getattr(table, "path", None)
     if isinstance(path, str) and not Path(path).exists():
         raise ConfigurationError(f"--table {spec}: no such file {path}")

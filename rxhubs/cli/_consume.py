@@ -15,6 +15,7 @@ EXAMPLES = """examples:
   rxhubs consume                                        print events, checkpoints in .rxhubs/checkpoints.sqlite
   rxhubs consume --sink jsonl:out/events.jsonl --store sqlite:///cp.sqlite
   rxhubs consume --sink sqlite:events.db               exactly once into a SQLite table (docs/exactly-once.md)
+  rxhubs consume --sink delta:out/events                exactly once into a Delta table (pip install 'rxhubs[delta]')
   rxhubs consume --sink eventhub:enriched               publish to hub 'enriched' (same namespace), then checkpoint
   rxhubs consume --sink parquet:out/parquet --store blob://checkpoints   (blob: AZURE_STORAGE_CONNECTION_STRING)
   rxhubs consume --start earliest --duration 30         ignore stored checkpoints, stop after 30 s
@@ -40,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--sink", default="console",
         help="console, jsonl:PATH, parquet:PATH, eventhub:HUB (a hub of the same namespace) or, exactly once,"
-        " sqlite:PATH (default console)",
+        " sqlite:PATH or delta:PATH (default console)",
     )
     parser.add_argument("--owner-id", help="this consumer's id (default: a random one)")
     parser.add_argument("--start", choices=sorted(POSITIONS), help="start here, ignoring stored checkpoints")
@@ -60,7 +61,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def exactly_once(spec: str, options: dict[str, Any]) -> tuple[Any, Any]:
-    """``(operator, table)`` for a table spec (``sqlite:PATH``): reads resume from the table; else ``(None, None)``."""
+    """``(operator, table)`` for a table spec (``sqlite:PATH``, ``delta:PATH``): reads resume from the table.
+
+    ``(None, None)`` for any other spec.
+    """
     from rxhubs import operators as hops
     from rxhubs.tables import sink_for
 

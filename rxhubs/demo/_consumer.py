@@ -29,9 +29,13 @@ log = logging.getLogger("rxhubs.demo")
 
 
 def build_pipeline(
-    hub: Any, store: Any, *, owner_id: str, out: Path, spark: bool, interval: float, expiry: float
+    hub: Any, store: Any, *, owner_id: str, out: Path, spark: bool, interval: float, expiry: float,
+    delta: Any = None,
 ) -> Observable[Any]:
-    """The demo's pipeline: the shape a user's program has."""
+    """The demo's pipeline: the shape a user's program has.
+
+    With ``delta`` (a :class:`~rxhubs.tables.DeltaSink`): exactly once into it, reading on from its positions.
+    """
     batches = rxhubs.consume(
         hub,
         "$Default",
@@ -41,8 +45,11 @@ def build_pipeline(
         ownership_expiration=expiry,
         max_batch_size=500,
         max_wait=0.5,
+        **({"positions": delta} if delta is not None else {}),
     )
-    if spark:
+    if delta is not None:
+        sink = hops.exactly_once(delta, max_interval=1.0)  # the checkpoint after it only keeps lag current
+    elif spark:
         from rxhubs import spark as rx_spark
 
         # One folder per consumer: Spark's file committer shares <path>/_temporary between writers, so two
@@ -71,9 +78,14 @@ def worker_pipeline(settings: dict[str, Any], context: rxhubs.WorkerContext) -> 
                                                eventhub_name=settings["hub"])
     )
     store = context.closing(SqliteCheckpointStore(settings["store"]))
+    delta = None
+    if settings["delta"]:
+        from rxhubs.tables import DeltaSink
+
+        delta = context.closing(DeltaSink(settings["delta"]))
     pipeline = build_pipeline(
         hub, store, owner_id=owner, out=out, spark=settings["spark"],
-        interval=settings["interval"], expiry=settings["expiry"],
+        interval=settings["interval"], expiry=settings["expiry"], delta=delta,
     )
     (out / "ready").mkdir(exist_ok=True)
     (out / "ready" / owner).write_text(f"{os.getpid()}\n")  # the orchestrator waits for this, and signals it
@@ -94,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--late", type=int, default=-1, help="this worker joins when its go file appears")
     parser.add_argument("--owner-prefix", default="demo", help="worker i's owner id is PREFIX-w{i}")
     parser.add_argument("--spark", action="store_true")
+    parser.add_argument("--delta", default=None, help="exactly once into the Delta table at this path")
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--expiry", type=float, default=6.0)
     args = parser.parse_args(argv)
@@ -101,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("azure").setLevel(logging.WARNING)
     settings = {
         "hub": args.hub, "store": str(args.store), "out": str(args.out), "late": args.late, "spark": args.spark,
-        "interval": args.interval, "expiry": args.expiry,
+        "delta": args.delta, "interval": args.interval, "expiry": args.expiry,
     }
     try:
         summary = rxhubs.run_workers(

@@ -35,6 +35,8 @@ class DemoOptions:
         rate: Events per second produced.
         out: Output folder (Parquet or JSON lines, the SQLite store, logs).
         spark: Write through Spark into Parquet (else JSON lines).
+        delta: Write exactly once into the Delta table at this path instead (``rxhubs.tables.DeltaSink``,
+            no Spark needed): duplicates are then 0 even across handovers.
         interval: Load-balancing interval, seconds.
         expiry: Ownership expiry, seconds.
         live: Redraw a live view (default: when stdout is a terminal); else print a line every few seconds.
@@ -46,6 +48,7 @@ class DemoOptions:
     rate: int = 1000
     out: Path = field(default_factory=lambda: Path("demo-out"))
     spark: bool = True
+    delta: Path | None = None
     interval: float = 2.0
     expiry: float = 6.0
     live: bool | None = None
@@ -148,7 +151,9 @@ class Pool:
             "--out", str(o.out), "--workers", str(len(self.workers)), "--late", str(late),
             "--owner-prefix", OWNER_PREFIX, "--interval", str(o.interval), "--expiry", str(o.expiry),
         ]
-        if o.spark:
+        if o.delta is not None:
+            args += ["--delta", str(o.delta)]
+        elif o.spark:
             args.append("--spark")
         self.process = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=log, env=env)
         log.close()
@@ -216,25 +221,30 @@ async def _snapshot(hub: Any, store: Any, partition_ids: list[str], started: flo
 
 def _read_back(options: DemoOptions) -> tuple[dict[str, set[int]], int]:
     seen: dict[str, set[int]] = {}
-    rows = 0
-    if options.spark:
+    pairs: list[tuple[str, int]] = []
+    table: Any = None
+    if options.delta is not None:
+        from deltalake import DeltaTable
+
+        if DeltaTable.is_deltatable(str(options.delta)):
+            table = DeltaTable(str(options.delta)).to_pyarrow_table(columns=["partition", "sequenceNumber"])
+    elif options.spark:
         import pyarrow.parquet as pq
 
         folder = options.out / "parquet"
         if folder.exists():
             table = pq.read_table(folder, columns=["partition", "sequenceNumber"])
-            for partition, seq in zip(
-                table.column("partition").to_pylist(), table.column("sequenceNumber").to_pylist(), strict=True
-            ):
-                seen.setdefault(partition, set()).add(seq)
-                rows += 1
     else:
         for path in sorted((options.out / "jsonl").glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8").splitlines():
                 record = json.loads(line)
-                seen.setdefault(record["partition"], set()).add(record["sequenceNumber"])
-                rows += 1
-    return seen, rows
+                pairs.append((record["partition"], record["sequenceNumber"]))
+    if table is not None:
+        pairs = list(zip(table.column("partition").to_pylist(), table.column("sequenceNumber").to_pylist(),
+                         strict=True))
+    for partition, seq in pairs:
+        seen.setdefault(partition, set()).add(seq)
+    return seen, len(pairs)
 
 
 async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) -> DemoSummary:
@@ -266,7 +276,7 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
         note(f"{len(consumers)} consumer processes starting (rxhubs.run_workers, pool pid "
              f"{pool.process.pid if pool.process else '?'})"
              + (f"; {consumers[-1].owner_id} held back until a third of the run" if len(consumers) > 1 else ""))
-        if options.spark:
+        if options.spark and options.delta is None:
             note("waiting for the consumers' Spark sessions")
         await pool.wait_ready()
         note("consumers ready")
@@ -329,7 +339,8 @@ async def run_demo(options: DemoOptions, emit: Callable[[str], None] = print) ->
         rows=rows,
         seconds=time.monotonic() - started,
         timeline=timeline,
-        sink="Parquet via Spark" if options.spark else "JSON lines",
+        sink=f"Delta table {options.delta}, exactly once" if options.delta is not None
+        else "Parquet via Spark" if options.spark else "JSON lines",
     )
     emit(render_summary(summary))
     return summary

@@ -10,7 +10,7 @@ former owner waking up) is written once. Reading resumes right after the table's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -124,7 +124,7 @@ class _Committer:
     observer: abc.ObserverBase[EventBatch]
     sink: TransactionalSink
     scheduler: abc.SchedulerBase
-    max_interval: float | None
+    max_interval: float
     max_batches: int | None
     timeout: float
     retry: Backoff
@@ -200,11 +200,11 @@ class _Committer:
         now = self._now()
         due = timer_fired or bool(self.completing) or bool(self.waiters)
         due = due or (self.max_batches is not None and len(self.pending) >= self.max_batches)
-        if not due and self.max_interval is not None:
+        if not due:
             due = self.last_commit_at is None or now >= self.last_commit_at + self.max_interval
         if due:
             self._commit(now)
-        elif self.max_interval is not None and self.timer is None and not self.disposed:
+        elif self.timer is None and not self.disposed:
             assert self.last_commit_at is not None
 
             def fire(*_: Any) -> None:
@@ -227,6 +227,9 @@ class _Committer:
             return all(self._alive(s) for s in sessions.get(context, [None]))
 
         limit, sink, batches = self.timeout, self.sink, [h.batch for h in held]
+        if all(read_position(b) is None for b in batches):  # heartbeats only: nothing to commit
+            self._committed(held, CommitResult({}, {}, {}))
+            return
 
         async def bounded() -> CommitResult:
             try:
@@ -236,11 +239,8 @@ class _Committer:
                 raise SinkError(f"a commit of {len(batches)} batches did not answer within {limit:.1f} s",
                                 retriable=True) from None
 
-        def factory() -> Coroutine[Any, Any, CommitResult]:
-            return bounded()
-
         try:
-            from_coroutine(factory).subscribe(
+            from_coroutine(bounded).subscribe(
                 lambda result: self._committed(held, result),
                 lambda error: self._failed(held, error),
                 scheduler=self.scheduler,
@@ -289,14 +289,14 @@ class _Committer:
         failure.__cause__ = error
         self.attempt = 0
         held, self.pending = self.pending, []
-        unowned = [h for h in held if h.session is None]
+        sessionless = [h for h in held if h.session is None]
         for h in held:
             if h.session is not None and id(h.session) not in self.dead:
                 self.dead[id(h.session)] = h.session  # later batches of it would leave a gap: never commit them
                 log.error("%s: stopping partition %s", failure, h.batch.partition_id)
                 h.session.fail("checkpoint", failure)
             h.ack()
-        if unowned and not self.finished:
+        if sessionless and not self.finished:
             self.finished = True
             self.upstream.dispose()
             self._wake_all()
@@ -347,7 +347,7 @@ class _Committer:
 def exactly_once(
     sink: TransactionalSink,
     *,
-    max_interval: float | None = 1.0,
+    max_interval: float = 1.0,
     max_batches: int | None = None,
     timeout: float | None = None,
     retry: Backoff | None = None,
@@ -375,12 +375,13 @@ def exactly_once(
     Marble diagram (``max_interval=5``; ``a``, ``c`` of partition 0, ``b``, ``d`` of partition 1)::
 
         batches:   -a-b-c---d----|
-        commits:   -a--------(bcd)     (a at once; b, c and d together 5 s after the first)
-        output:    -a--------(bcd)|    (each batch after the commit that covered it)
+        commits:   -a----(bc)-d        (a at once; b and c 5 s after a, at 6; d 5 s later, at 11)
+        output:    -a----(b,c)d--|     (each batch after the commit that covered it; a group spans its width)
 
     Args:
         sink: The table (:class:`rxhubs.tables.SqlSink`, ``rxhubs.tables.sqlite(path)``, your own).
-        max_interval: Most one commit per this many seconds (None: only ``max_batches``, flushes, completion).
+        max_interval: Most one commit per this many seconds. Held batches count as in flight (``max_inflight``
+            per partition), so the interval is what keeps them moving: it cannot be None.
         max_batches: Also commit once this many batches wait.
         timeout: Seconds a commit may take before it counts as failed (retriable) and is retried; the sink
             filters again, so a commit that did land meanwhile is not written twice (default 60).
@@ -412,15 +413,14 @@ def exactly_once(
             f"sink must be a TransactionalSink (async positions() and commit()), got {type(sink).__name__}"
         )
     for name, value in (("max_interval", max_interval), ("timeout", timeout)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-            raise ConfigurationError(f"{name} must be a number of seconds >= 0 or None, got {value!r}")
+        if (value is not None or name == "max_interval") and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {value!r}")
     if timeout == 0:
         raise ConfigurationError("timeout must be > 0")
     if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
                                     or max_batches < 1):
         raise ConfigurationError(f"max_batches must be an int >= 1 or None, got {max_batches!r}")
-    if max_interval is None and max_batches is None:
-        raise ConfigurationError("give max_interval, max_batches, or both: otherwise only completion would commit")
     backoff = retry or Backoff()
     limit = float(timeout or DEFAULT_COMMIT_TIMEOUT)
 

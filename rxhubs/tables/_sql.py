@@ -5,7 +5,9 @@ at or below it, insert the rest into the events table, and move the position wit
 (``UPDATE ... WHERE sequence_number = <the value read>``; an ``INSERT`` when the partition has none yet). If the
 compare-and-set changes no row (or the insert hits the primary key), another writer committed that partition
 since the read: roll back, read again, filter again, retry. A partition no longer owned by then is dropped.
-Rows and positions therefore change together or not at all, whatever the isolation level.
+Rows and positions therefore change together or not at all, whatever the isolation level: a serialization
+failure or a deadlock (SQLSTATE 40001, 40P01) is the same conflict. A connection in autocommit is switched out of
+it; a connection that failed otherwise is closed and replaced on the next call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import concurrent.futures
 import datetime as _dt
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -34,6 +37,9 @@ T = TypeVar("T")
 Paramstyle = Literal["qmark", "format", "pyformat", "numeric", "named"]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _KEY = ("namespace", "eventhub", "consumer_group", "partition_id")
+#: SQLSTATEs that mean "another transaction got there first": retry the whole transaction, same connection.
+_UNIQUE_VIOLATION, _RETRY_STATES = "23505", frozenset({"40001", "40P01"})  # serialization failure, deadlock
+_DUPLICATE_STATES = frozenset({"42P07", "42710"})  # duplicate table, duplicate object (a table's row type)
 
 
 class _ConflictError(Exception):
@@ -55,7 +61,7 @@ class SqlSink:
         connect: Opens a DB-API 2 connection (``lambda: psycopg.connect(dsn)``); called once, on the worker thread.
         table: The events table (``name`` or ``schema.name``).
         positions_table: The positions table.
-        paramstyle: The driver's ``paramstyle`` (``sqlite3``: ``"qmark"``, psycopg: ``"format"``).
+        paramstyle: The driver's ``paramstyle`` (``sqlite3``: ``"qmark"``, psycopg and pg8000: ``"format"``).
         create: Create the tables if they do not exist.
         blob_type: The SQL type of ``body`` when creating the table (PostgreSQL: ``"BYTEA"``).
         begin: A statement that opens each transaction (SQLite: ``"BEGIN IMMEDIATE"``); None: the driver's own.
@@ -166,32 +172,41 @@ class SqlSink:
                 rows = [self._values(tuple(row(b, e).values())) for w in changed for b, e in w.events]
                 if rows:
                     cursor.executemany(self._sql["insert"], rows)
-                for write in changed:
-                    self._move(cursor, write)
+                for write in sorted(changed, key=lambda w: key_of(w.context)):  # one lock order: no deadlocks
+                    self._move(connection, cursor, write)
                 connection.commit()
                 return result_of(writes)
             except _ConflictError as conflict:
                 connection.rollback()
-                self.conflicts += 1
-                log.info("sql sink: %s; reading the positions again (attempt %d)", conflict, attempt)
+                self._conflicted(conflict, attempt)
+            except Exception as exc:
+                if _sqlstate(exc) not in _RETRY_STATES:  # anything else: the caller drops the connection
+                    _rollback(connection)
+                    raise
+                connection.rollback()  # REPEATABLE READ / SERIALIZABLE report a conflict this way
+                self._conflicted(exc, attempt)
             except BaseException:
                 _rollback(connection)
                 raise
         raise SinkError(f"{self.table}: {self._max_conflicts} commits in a row met another writer's; retrying later",
                         retriable=True)
 
+    def _conflicted(self, conflict: Exception, attempt: int) -> None:
+        self.conflicts += 1
+        log.info("sql sink: %s; reading the positions again (attempt %d)", conflict, attempt)
+
     def _position(self, cursor: Any, context: PartitionContext) -> int | None:
         cursor.execute(self._sql["select"], self._values(key_of(context)))
         found = cursor.fetchone()
         return None if found is None or found[0] is None else int(found[0])
 
-    def _move(self, cursor: Any, write: PartitionWrite) -> None:
+    def _move(self, connection: Any, cursor: Any, write: PartitionWrite) -> None:
         key, now = key_of(write.context), _dt.datetime.now(_dt.UTC).isoformat()
         if write.before is None:
             try:
                 cursor.execute(self._sql["insert_position"], self._values((*key, write.after, now)))
             except Exception as exc:
-                if any(cls.__name__ == "IntegrityError" for cls in type(exc).__mro__):
+                if _unique_violation(exc, connection):
                     raise _ConflictError(f"partition {key[3]} got its first position from another writer") from exc
                 raise
             return
@@ -243,15 +258,26 @@ class SqlSink:
     def _open(self) -> Any:
         """Runs on the worker thread: connect, create the tables if asked."""
         connection = self._connect()
-        if self._create:
-            try:
-                cursor = connection.cursor()
-                for statement in self._schema():
-                    cursor.execute(statement)
-                connection.commit()
-            except BaseException:
-                _rollback(connection)
-                raise
+        try:
+            if getattr(connection, "autocommit", None) is True:  # each statement its own commit: not atomic
+                connection.autocommit = False
+            for attempt in range(2) if self._create else ():
+                try:
+                    cursor = connection.cursor()
+                    for statement in self._schema():
+                        cursor.execute(statement)
+                    connection.commit()
+                    break
+                except Exception as exc:
+                    # PostgreSQL: of two CREATE TABLE IF NOT EXISTS at once, one may fail on the catalog's unique
+                    # index or find the table's type taken; the second attempt finds the table.
+                    _rollback(connection)
+                    if attempt or not (_sqlstate(exc) in _DUPLICATE_STATES or _unique_violation(exc, connection)):
+                        raise
+        except BaseException:
+            _rollback(connection)
+            _close(connection)
+            raise
         return connection
 
     def _call(self, verb: str, function: Callable[[Any], T]) -> T:
@@ -292,6 +318,42 @@ class SqlSink:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(table={self.table!r}, positions_table={self.positions_table!r})"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver's error: psycopg's ``sqlstate``, psycopg2's ``pgcode``, pg8000's ``args[0]["C"]``."""
+    for name in ("sqlstate", "pgcode"):
+        state = getattr(exc, name, None)
+        if isinstance(state, str):
+            return state
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], dict) and isinstance(args[0].get("C"), str):
+        return str(args[0]["C"])
+    return None
+
+
+def _unique_violation(exc: BaseException, connection: Any) -> bool:
+    """Whether ``exc`` is a unique key violation.
+
+    By SQLSTATE where the driver gives one (pg8000 raises a plain ``DatabaseError`` for it), else by the driver's
+    DB-API ``IntegrityError`` (on the connection, or the driver's module), else by class name.
+    """
+    state = _sqlstate(exc)
+    if state is not None:
+        return state == _UNIQUE_VIOLATION
+    module = sys.modules.get(type(connection).__module__.partition(".")[0])
+    for owner in (connection, module):
+        cls = getattr(owner, "IntegrityError", None)
+        if isinstance(cls, type) and isinstance(exc, cls):
+            return True
+    return any(cls.__name__ == "IntegrityError" for cls in type(exc).__mro__)
+
+
+def _close(connection: Any) -> None:
+    try:
+        connection.close()
+    except Exception as exc:
+        log.debug("sql sink: closing a failed connection failed: %s", exc)
 
 
 def _rollback(connection: Any) -> None:

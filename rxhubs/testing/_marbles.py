@@ -14,7 +14,8 @@ that form, so a batch of events ``c`` and ``d`` is the element ``cd``.
 
 Other consumers of the group are **peers** described by a diagram too: ``j`` joins (a real balancing
 consumer subscribes), ``s`` stops gracefully (flush and release), ``x`` crashes (stops renewing without
-releasing: its ownership must expire). Faults are values at marked times: ``#`` in a traffic diagram (a
+releasing: its ownership must expire), ``p`` pauses and ``r`` resumes it (a SIGSTOP and SIGCONT in virtual
+time: a paused former owner). Faults are values at marked times: ``#`` in a traffic diagram (a
 receiver error), :meth:`MarbleTest.outage` (the store is down where the diagram has ``#``), and
 :meth:`MarbleTest.sink` (a sink whose writes fail where its diagram has ``#``).
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import reactivex
@@ -44,12 +45,10 @@ from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.recorded import Recorded
 
 from rxhubs._batch import EventBatch
-from rxhubs._models import Checkpoint, Ownership
-from rxhubs._rx import never
 from rxhubs.errors import SinkError, TransportError
-from rxhubs.stores._contract import CheckpointStore
 from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.testing._memory_hub import InMemoryEventHub
+from rxhubs.testing._peer import Peer, PeerPipeline
 
 __all__ = ["MarbleSink", "MarbleTest", "Peer", "marble_test", "symbols", "to_symbols"]
 
@@ -185,20 +184,27 @@ class MarbleTest:
         *,
         owner_id: str = "peer",
         consumer_group: str = "$Default",
+        pipeline: PeerPipeline | None = None,
         **options: Any,
     ) -> Peer:
-        """Another consumer of the group, driven by ``diagram``: ``j`` join, ``s`` stop gracefully, ``x`` crash.
+        """Another consumer of the group, driven by ``diagram``: ``j`` join, ``s`` stop, ``x`` crash, ``p``/``r``.
 
+        ``s`` stops it gracefully (flush and release); ``x`` crashes it (its ownership must expire). ``p``
+        pauses it as SIGSTOP does: nothing of the peer runs (reads, timers, store calls, renewals) while virtual
+        time goes on; at ``r`` what came due meanwhile runs at once, as when a stopped process continues.
         The peer is a real :func:`rxhubs.consume` subscription on this test's scheduler, with ``options``
-        (``load_balancing_interval``, ``ownership_expiration``, ...); what it reads is in :attr:`Peer.batches`.
+        (``load_balancing_interval``, ``ownership_expiration``, ``on_partition_error``, ...); what it emits is
+        in :attr:`Peer.batches`. ``pipeline(store)`` (optional) returns the operator its batches go through,
+        e.g. a window and the checkpoint: use the ``store`` it is given, which crashes with the peer.
         """
-        peer = Peer(self, hub, store, owner_id, consumer_group, options)
+        peer = Peer(self, hub, store, owner_id, consumer_group, options, pipeline)
         self._peers.append(peer)
+        verbs = {"j": peer.join, "s": peer.stop, "x": peer.crash, "p": peer.pause, "r": peer.resume}
         for index, char in enumerate(_ticks(diagram)):
-            if char in "jsx":
-                self.at(index, {"j": peer.join, "s": peer.stop, "x": peer.crash}[char])
+            if char in verbs:
+                self.at(index, verbs[char])
             elif char not in "-":
-                raise ValueError(f"peer diagrams use j, s, x and -; got {char!r}")
+                raise ValueError(f"peer diagrams use j, s, x, p, r and -; got {char!r}")
         return peer
 
     def outage(self, store: InMemoryCheckpointStore, diagram: str) -> None:
@@ -301,90 +307,6 @@ class MarbleTest:
 
 def _ticks(diagram: str) -> str:
     return diagram.replace(" ", "")
-
-
-class _CrashableStore(CheckpointStore):
-    """A store seen through a process that may crash: after :meth:`crash` its calls never complete."""
-
-    def __init__(self, store: InMemoryCheckpointStore) -> None:
-        self._store = store
-        self.crashed = False
-
-    async def _unless_crashed(self) -> None:
-        if self.crashed:
-            await never()
-
-    async def list_ownership(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Ownership]:
-        await self._unless_crashed()
-        return await self._store.list_ownership(namespace, eventhub_name, consumer_group)
-
-    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
-        await self._unless_crashed()
-        return await self._store.claim_ownership(ownerships)
-
-    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
-        await self._unless_crashed()
-        await self._store.update_checkpoint(checkpoint)
-
-    async def list_checkpoints(self, namespace: str, eventhub_name: str, consumer_group: str) -> list[Checkpoint]:
-        await self._unless_crashed()
-        return await self._store.list_checkpoints(namespace, eventhub_name, consumer_group)
-
-
-class Peer:
-    """Another consumer in a marble test (see :meth:`MarbleTest.peer`).
-
-    Example:
-        >>> import rxhubs
-        >>> with marble_test() as t:
-        ...     hub, store = t.hub({"0": "-a", "1": "-b"}), t.store()
-        ...     peer = t.peer(hub, store, "j", owner_id="peer", load_balancing_interval=1.0)
-        ...     owners = t.ownership_at(hub, store, 5)
-        ...     _ = t.start(rxhubs.consume(hub, "$Default", store, owner_id="me", load_balancing_interval=1.0))
-        ...     sorted(owners.values())
-        ['me', 'peer']
-    """
-
-    def __init__(
-        self,
-        test: MarbleTest,
-        hub: InMemoryEventHub,
-        store: InMemoryCheckpointStore,
-        owner_id: str,
-        consumer_group: str,
-        options: Mapping[str, Any],
-    ) -> None:
-        self.test = test
-        self.hub = hub
-        self.store = _CrashableStore(store)
-        self.owner_id = owner_id
-        self.consumer_group = consumer_group
-        self.options = dict(options)
-        self.batches: list[EventBatch] = []
-        self._subscription: Any = None
-
-    def join(self) -> None:
-        """Start consuming (a real balancing consumer on the test's scheduler)."""
-        from rxhubs.balancing import consume
-
-        source = consume(self.hub, self.consumer_group, self.store, owner_id=self.owner_id, **self.options)
-        self._subscription = source.subscribe(self.batches.append, lambda _: None, scheduler=self.test.scheduler)
-
-    def stop(self) -> None:
-        """Stop gracefully: release every partition now."""
-        if self._subscription is not None:
-            self._subscription.dispose()
-            self._subscription = None
-
-    def crash(self) -> None:
-        """Die: stop reading and renewing, release nothing (its ownership records must expire)."""
-        self.store.crashed = True
-        self.stop()
-
-    @property
-    def symbols(self) -> list[str]:
-        """The peer's batches as symbols."""
-        return [to_symbols(b) for b in self.batches]
 
 
 class MarbleSink:

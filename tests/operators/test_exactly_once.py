@@ -208,6 +208,36 @@ def test_the_wrapped_store_stays_fenced_or_unfenced_like_the_store() -> None:
     assert not is_fenced(with_table_positions(Unfenced(), InMemoryTable()))
 
 
+def test_heartbeat_batches_go_on_without_a_commit() -> None:
+    with marble_test() as t:
+        sink = Recording(t.scheduler)
+        empty = EventBatch(CTX["0"], ())
+        results = t.start(t.cold("-h-h|", {"h": empty}).pipe(hops.exactly_once(sink, max_interval=0.0), ops.count()))
+        assert sink.commits == [] and results[0].value.value == 2
+
+
+def test_without_a_fenced_store_the_listed_checkpoints_are_the_tables_positions() -> None:
+    import asyncio
+
+    from rxhubs import Ownership
+    from rxhubs.balancing._positions import with_table_positions
+
+    class Unfenced(InMemoryCheckpointStore):
+        fence = None  # type: ignore[assignment]
+
+    store, table = Unfenced(), InMemoryTable()
+    asyncio.run(table.commit([batch("c", partition_id="1"), batch("c", partition_id="2")], owned=lambda _: True))
+
+    async def listed() -> dict[str, int]:
+        await store.update_checkpoint(Checkpoint("ns", "hub", GROUP, "0", "0", 0))
+        await store.update_checkpoint(Checkpoint("ns", "hub", GROUP, "1", "0", 0))
+        await store.claim_ownership([Ownership("ns", "hub", GROUP, "2", "me")])  # claimed, no checkpoint yet
+        wrapped = with_table_positions(store, table)
+        return {c.partition_id: c.sequence_number for c in await wrapped.list_checkpoints("ns", "hub", GROUP)}
+
+    assert asyncio.run(listed()) == {"0": 0, "1": 3, "2": 3}  # the table wins where it has a position
+
+
 def test_bad_options_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError):
         hops.exactly_once(object())  # type: ignore[arg-type]
@@ -217,3 +247,34 @@ def test_bad_options_are_configuration_errors() -> None:
         hops.exactly_once(InMemoryTable(), max_batches=0)
     with pytest.raises(ConfigurationError):
         rxhubs.consume(InMemoryEventHub(1), GROUP, InMemoryCheckpointStore(), positions=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="start= and positions="):
+        rxhubs.consume(InMemoryEventHub(1), GROUP, InMemoryCheckpointStore(), positions=InMemoryTable(), start="-1")
+
+
+@pytest.mark.parametrize("resume_from_table", [True, False])
+def test_two_consumers_sharing_a_table_through_handovers_write_each_event_once(resume_from_table: bool) -> None:
+    scheduler = TestScheduler()
+    read: list[tuple[str, int]] = []
+    hub = InMemoryEventHub(4, clock=lambda: scheduler.now)
+    store, table = InMemoryCheckpointStore(), InMemoryTable()
+    for k in range(40):  # 10 events per partition every second for 40 s
+        scheduler.schedule_absolute(k, lambda *_: [hub.send([b"x"] * 10, partition_id=p) for p in hub.partition_ids])
+
+    def consumer(name: str) -> Any:
+        return rxhubs.consume(hub, GROUP, store, owner_id=name, positions=table if resume_from_table else None,
+                              load_balancing_interval=2.0, ownership_expiration=6.0, max_batch_size=7).pipe(
+            ops.do_action(lambda b: read.extend((b.partition_id, e.sequence_number) for e in b)),
+            hops.exactly_once(table, max_interval=1.5)).subscribe(scheduler=scheduler)
+
+    a = consumer("a")
+    scheduler.schedule_absolute(5.0, lambda *_: consumer("b"))  # b joins: partitions move from a to b
+    scheduler.schedule_absolute(20.0, lambda *_: a.dispose())  # a leaves: b takes everything over
+    scheduler.advance_to(60.0)
+    rows = [(r["partition"], r["sequenceNumber"]) for r in table.rows]
+    assert len(rows) == len(set(rows)), "an event was written twice"
+    assert sorted(rows) == sorted((p, n) for p in hub.partition_ids for n in range(400))
+    read_again = len(read) - len(set(read))
+    if resume_from_table:  # each new owner started right after the table (handovers commit first)
+        assert read_again == 0
+    else:  # no checkpoints: each new owner read its partition from the start, and the table dropped it all
+        assert read_again > 100

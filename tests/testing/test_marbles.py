@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import reactivex
 from reactivex import operators as ops
 
 import rxhubs
@@ -122,6 +123,22 @@ def test_a_peer_that_stops_gracefully_releases_at_once() -> None:
         t.start(rxhubs.consume(hub, "$Default", store, owner_id="me", **options), disposed=250)
         assert sorted(while_peer.values()) == ["me", "peer"]
         assert set(soon_after.values()) == {"me"}  # long before the 60 s expiry
+
+
+def test_a_paused_peer_runs_nothing_until_it_resumes_and_its_partition_is_taken_over_meanwhile() -> None:
+    with marble_test() as t:
+        hub, store = t.hub({"0": "-a---b------c"}), t.store()
+        options = {"load_balancing_interval": 1.0, "ownership_expiration": 4.0}
+        checkpointed = lambda s: reactivex.compose(hops.checkpoint(s, max_interval=0.0), symbols())  # noqa: E731
+        peer = t.peer(hub, store, "j--p------r", owner_id="peer", pipeline=checkpointed, **options)
+        owners = [t.ownership_at(hub, store, tick) for tick in (2, 5, 9, 14)]
+        done = t.checkpoints_at(hub, store, 14)
+        me = rxhubs.consume(hub, "$Default", store, owner_id="me", **options).pipe(checkpointed(store))
+        results = t.start(me, disposed=250)
+    assert [o["0"] for o in owners] == ["peer", "peer", "me", "me"]  # no renewal while paused: it expired
+    assert peer.batches == ["a"]  # b came while it was paused; after resuming it found the partition gone
+    assert [r.value.value for r in results] == ["b", "c"]  # me read on from the peer's checkpoint (a)
+    assert done == {"0": 2}  # c, by me
 
 
 def test_peer_diagrams_reject_unknown_symbols() -> None:
