@@ -117,10 +117,28 @@ def encode(state: PartitionState) -> bytes:
     """
     doc = {name: {"f": op.fingerprint, "k": dict(op.keys), "m": dict(op.meta)} for name, op in state.items()}
     try:
-        body = zlib.compress(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8"), 1)
+        text = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise StateError(f"operator state is not JSON-able: {exc}") from exc
+    body = _compress(text)
     return _MAGIC + zlib.crc32(body).to_bytes(4, "big") + body
+
+
+_SAMPLE: Final = 64 * 1024
+
+
+def _compress(text: bytes) -> bytes:
+    """Deflate ``text`` (any deflate stream decodes the same), fast also when it barely compresses.
+
+    zlib's level 1 shrinks typical state (repeated keys, small numbers) 3-6x, but it is slow on data with little
+    repetition (say, base64 or hashes in values: ~20 MB/s for 25% less). When a sample of a large state
+    shrinks by less than a third, run-length matching with Huffman coding gets the same size several times
+    faster.
+    """
+    if len(text) > 2 * _SAMPLE and len(zlib.compress(text[:_SAMPLE], 1)) > _SAMPLE * 2 // 3:
+        packer = zlib.compressobj(1, zlib.DEFLATED, zlib.MAX_WBITS, 8, zlib.Z_RLE)
+        return packer.compress(text) + packer.flush()
+    return zlib.compress(text, 1)
 
 
 def decode(data: bytes) -> dict[str, OperatorState]:

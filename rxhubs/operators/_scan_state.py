@@ -14,7 +14,7 @@ from reactivex import Observable, abc
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import OperatorState
+from rxhubs._state import OperatorState, StateDelta
 from rxhubs.errors import ConfigurationError, StateError
 from rxhubs.operators._stateful import Keyed, Runner, check_cap, check_name, dump, fingerprint, hashable, plain
 from rxhubs.operators._window import DEFAULT_MAX_STATE_BYTES
@@ -60,7 +60,7 @@ class ScanState(Keyed):
         except (ValueError, TypeError) as exc:
             raise StateError(f"saved state of operator {self.name!r} is not scan_state state: {exc}") from exc
 
-    def run(self, batch: EventBatch, now: float | None) -> EventBatch:
+    def run(self, batch: EventBatch, now: float | None) -> Callable[[tuple[StateDelta, ...]], EventBatch]:
         outputs: list[Any] = []
         expired: list[tuple[Any, Any]] = []
         for event in batch.events:
@@ -102,8 +102,8 @@ class ScanState(Keyed):
         if len(self.heap) > 2 * len(self.states) + 64:  # stale entries of keys touched again: compact
             self.heap = [(self.last[k] + self.ttl, next(self.counter), k) for k in self.states]
             heapq.heapify(self.heap)
-        return ScanBatch(batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session,
-                         batch._origin, batch._state, tuple(outputs), tuple(expired))
+        return lambda state: ScanBatch(batch.context, batch.events, batch.last_enqueued, batch._lease,
+                                       batch._session, batch._origin, state, tuple(outputs), tuple(expired))
 
     def passthrough(self, batch: EventBatch) -> EventBatch:
         return ScanBatch(batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session,

@@ -9,7 +9,6 @@ fingerprint that does not match, a value that is not JSON-able or a failing user
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -106,8 +105,8 @@ class Keyed:
         seq = state.meta.get("seq", -1)
         self.seq = seq if isinstance(seq, int) else -1
 
-    def run(self, batch: EventBatch, now: float | None) -> EventBatch:
-        """Fold ``batch`` in; the batch to pass on (without the delta)."""
+    def run(self, batch: EventBatch, now: float | None) -> Callable[[tuple[StateDelta, ...]], EventBatch]:
+        """Fold ``batch`` in; what makes the batch to pass on, given its state deltas (this one's included)."""
         raise NotImplementedError
 
     def passthrough(self, batch: EventBatch) -> EventBatch:
@@ -162,7 +161,7 @@ class Runner:
         if state is None:
             return  # this partition failed in this session: its batches are dropped (it is read again)
         try:
-            out = state.run(batch, self.now() if self.now is not None else None)
+            build = state.run(batch, self.now() if self.now is not None else None)
             if self.cap is not None and state.total > self.cap:
                 raise StateError(
                     f"state of operator {self.name!r} in partition {batch.partition_id} reached {state.total}"
@@ -174,8 +173,7 @@ class Runner:
             self._fail(batch, exc)
             return
         changes, state.changes = state.changes, {}
-        delta = StateDelta(self.name, self.digest, changes, state.meta())
-        self.observer.on_next(dataclasses.replace(out, _state=(*batch._state, delta)))
+        self.observer.on_next(build((*batch._state, StateDelta(self.name, self.digest, changes, state.meta()))))
 
     def _fresh(self, context: PartitionContext, session: OwnershipSession | None) -> Keyed:
         state = self.make(context)

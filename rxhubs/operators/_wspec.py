@@ -16,7 +16,7 @@ from rxhubs.operators._wtime import duration_us
 
 __all__ = [
     "Aggregate", "Hopping", "ScanBatch", "Session", "Tumbling", "WindowBatch", "WindowResult", "Windows",
-    "count", "fold", "hopping", "max", "min", "session", "sum", "tumbling",
+    "count", "count_add", "fold", "hopping", "max", "min", "session", "sum", "tumbling",
 ]  # fmt: skip
 
 
@@ -121,6 +121,11 @@ def _getter(get: Callable[[Event], Any] | None, what: str) -> Callable[[Event], 
     return get
 
 
+def count_add(n: int, _: Event) -> int:
+    """``count()``'s step (``hops.window`` recognises it and adds one without calling it)."""
+    return n + 1
+
+
 def count() -> Aggregate:
     """The number of events in the window.
 
@@ -129,7 +134,7 @@ def count() -> Aggregate:
         >>> hw.count().kind
         'count'
     """
-    return Aggregate("count", lambda: 0, lambda n, _: n + 1, lambda a, b: a + b)
+    return Aggregate("count", lambda: 0, count_add, lambda a, b: a + b)
 
 
 def sum(get: Callable[[Event], Any] | None = None) -> Aggregate:

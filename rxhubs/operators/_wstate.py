@@ -18,15 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from typing import Any
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import OperatorState
+from rxhubs._state import DELETED, OperatorState, StateDelta
 from rxhubs.errors import StateError
 from rxhubs.operators._stateful import Keyed, dump, hashable, plain
-from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, WindowBatch, WindowResult, Windows
+from rxhubs.operators._wspec import Aggregate, Hopping, Session, WindowBatch, WindowResult, Windows, count_add
 from rxhubs.operators._wtime import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
 
 __all__ = ["WindowState"]
@@ -58,8 +60,15 @@ class WindowState(Keyed):
         self.max_delay = None if delay is None else duration_us(delay, "max_delay", zero=True)
         self.idle_after = None if idle is None else duration_us(idle.after, "after", zero=True)
         self.idle_skew = 0 if idle is None else duration_us(idle.skew, "skew", zero=True)
-        self.tumbling = windows if isinstance(windows, Tumbling) else None
         self.add = aggregate.add
+        self.session = isinstance(windows, Session)
+        self.size = 0 if isinstance(windows, Session) else windows.size
+        #: What :meth:`_fixed` reads, in one tuple (it runs per batch: with small batches the lookups count).
+        self.fixed = (
+            self.size, windows.step if isinstance(windows, Hopping) else self.size,
+            0 if isinstance(windows, Session) else windows.offset, grace, side, self.get_time, self.max_delay, key,
+            aggregate.add, aggregate.init, aggregate.add is count_add,
+        )
         self.values: dict[Win, Any] = {}
         self.ends: dict[Win, int] = {}  # session windows only
         self.starts: dict[Any, list[int]] = {}  # session windows only: key -> starts of its open sessions
@@ -106,33 +115,45 @@ class WindowState(Keyed):
         if isinstance(self.windows, Session):
             self.ends[win] = end
 
-    def _skey(self, win: Win) -> str:
+    def _skey(self, win: Win, *, keep: bool = True) -> str:
+        """The saved key of ``win`` (``json.dumps([key, start])``), remembered unless ``keep`` is False."""
         skey = self.skeys.get(win)
         if skey is None:
-            skey = self.skeys[win] = dump([win[0], win[1]], f"the key {win[0]!r}")
+            key, kind = win[0], type(win[0])
+            if kind is str:  # what dump([key, start]) gives, without the encoder's overhead
+                skey = f"[{encode_basestring_ascii(key)},{win[1]}]"
+            elif kind is int:
+                skey = f"[{key},{win[1]}]"
+            else:
+                skey = dump([key, win[1]], f"the key {key!r}")
+            if keep:
+                self.skeys[win] = skey
         return skey
 
     # -- one batch -----------------------------------------------------------------------------------------
-    def run(self, batch: EventBatch, now: float | None) -> EventBatch:
+    def run(self, batch: EventBatch, now: float | None) -> Callable[[tuple[StateDelta, ...]], EventBatch]:
         late: list[Event] = []
         late_count = 0
-        for event in batch.events:
-            if event.sequence_number <= self.seq:
-                continue  # folded in already (the state was saved after it)
-            self.seq = event.sequence_number
-            if self._add(event):
-                late_count += 1
-                if self.side:
-                    late.append(event)
+        if not self.session:
+            late_count = self._fixed(batch.events, late)
+        else:
+            for event in batch.events:
+                if event.sequence_number <= self.seq:
+                    continue  # folded in already (the state was saved after it)
+                self.seq = event.sequence_number
+                if self._add(event):
+                    late_count += 1
+                    if self.side:
+                        late.append(event)
         if batch.events:
             self.active_at = now
         elif now is not None and self.idle_after is not None:
             self._maybe_tick(batch, now)
         self.late_total += late_count
-        results = self._settle()
-        return WindowBatch(
+        results = tuple(self._settle())
+        return lambda state: WindowBatch(
             batch.context, batch.events, batch.last_enqueued, batch._lease, batch._session, batch._origin,
-            batch._state, tuple(results), tuple(late), late_count,
+            state, results, tuple(late), late_count,
         )
 
     def passthrough(self, batch: EventBatch) -> EventBatch:
@@ -147,7 +168,7 @@ class WindowState(Keyed):
                 self.wm = wm
 
     def _add(self, event: Event) -> bool:
-        """Fold one event in; True if it was late (for at least one of its windows)."""
+        """Fold one event in (session windows: see :meth:`_fixed` for the others); True if it was late."""
         get_time = self.get_time
         if get_time is None:
             try:
@@ -164,25 +185,7 @@ class WindowState(Keyed):
             self._advance(t)
         key = self.key(event)
         wm = self.wm
-        tumbling = self.tumbling
-        if tumbling is not None:
-            size = tumbling.size
-            start = (t - tumbling.offset) // size * size + tumbling.offset
-            if wm is not None and start + size <= wm:
-                return True
-            self._fold((key, start), start + size, event)
-            return False
         windows = self.windows
-        if isinstance(windows, Hopping):
-            late = False
-            start = (t - windows.offset) // windows.step * windows.step + windows.offset
-            while start > t - windows.size:
-                if wm is not None and start + windows.size <= wm:
-                    late = True
-                else:
-                    self._fold((key, start), start + windows.size, event)
-                start -= windows.step
-            return late
         assert isinstance(windows, Session)
         if wm is not None and t < wm:
             return True
@@ -193,17 +196,70 @@ class WindowState(Keyed):
         self._session(key, t, event, windows.gap)
         return False
 
-    def _fold(self, win: Win, end: int, event: Event) -> None:
-        values = self.values
+    def _fixed(self, events: Sequence[Event], late: list[Event]) -> int:
+        """Fold ``events`` into tumbling or hopping windows; how many were late (for at least one window).
+
+        The hot path: one loop with the lookups hoisted out of it (session windows go through :meth:`_add`).
+        """
+        size, step, offset, grace, side, get_time, max_delay, key_of, add, init, counting = self.fixed
+        values, dirty, closing, heap = self.values, self.dirty, self.closing, self.heap
+        seq, stream, wm = self.seq, self.t, self.wm
+        late_count = 0
         try:
-            value = values.get(win, _MISSING)
-        except TypeError as exc:
-            raise StateError(f"window keys must be hashable and JSON-able, got {win[0]!r}") from exc
-        if value is _MISSING:
-            value = self.aggregate.init()
-            self._open(win, end)
-        values[win] = self.add(value, event)
-        self.dirty.add(win)
+            for event in events:
+                number = event.sequence_number
+                if number <= seq:
+                    continue  # folded in already (the state was saved after it)
+                seq = number
+                if get_time is None:
+                    try:
+                        t: int = (event.enqueued_time - EPOCH) // _US
+                    except TypeError:  # a naive datetime
+                        t = to_us(event.enqueued_time)
+                else:
+                    raw = get_time(event)
+                    kind = type(raw)
+                    t = round(raw * 1_000_000) if kind is float or kind is int else to_us(raw)
+                    if max_delay is not None:
+                        floor = to_us(event.enqueued_time) - max_delay
+                        if stream is None or floor > stream:
+                            stream = floor
+                            if wm is None or floor - grace > wm:
+                                wm = floor - grace
+                if stream is None or t > stream:
+                    stream = t
+                    if wm is None or t - grace > wm:
+                        wm = t - grace
+                key = key_of(event)
+                start = (t - offset) // step * step + offset  # the latest window holding t; then earlier ones
+                was_late = False
+                while start > t - size:
+                    if wm is not None and start + size <= wm:
+                        was_late = True
+                        start -= step
+                        continue
+                    win = (key, start)
+                    try:
+                        value = values.get(win, _MISSING)
+                    except TypeError as exc:
+                        raise StateError(f"window keys must be hashable and JSON-able, got {key!r}") from exc
+                    if value is _MISSING:  # a new window: self._open(win, start + size), inline
+                        value = init()
+                        bucket = closing.get(start + size)
+                        if bucket is None:
+                            bucket = closing[start + size] = set()
+                            heapq.heappush(heap, start + size)
+                        bucket.add(win)
+                    values[win] = value + 1 if counting else add(value, event)
+                    dirty.add(win)
+                    start -= step
+                if was_late:
+                    late_count += 1
+                    if side:
+                        late.append(event)
+        finally:
+            self.seq, self.t, self.wm = seq, stream, wm
+        return late_count
 
     def _session(self, key: Any, t: int, event: Event, gap: int) -> None:
         starts = self.starts.setdefault(key, [])
@@ -263,33 +319,46 @@ class WindowState(Keyed):
         """Close windows at or below the watermark; save what changed; the results to emit."""
         found: list[tuple[int, int, str, WindowResult]] = []
         wm = self.wm
-        while wm is not None and self.heap and self.heap[0] <= wm:
-            end = heapq.heappop(self.heap)
-            for win in self.closing.pop(end, ()):
-                value = self.values.pop(win)
-                skey = self._skey(win)
+        stamps: dict[int, dt.datetime] = {}  # windows closing together share their times
+
+        def at(us: int) -> dt.datetime:
+            stamp = stamps.get(us)
+            if stamp is None:
+                stamp = stamps[us] = from_us(us)
+            return stamp
+
+        session, size, starts = self.session, self.size, self.starts
+        values, ends, skeys, dirty, heap = self.values, self.ends, self.skeys, self.dirty, self.heap
+        closing, sizes, changes = self.closing, self.sizes, self.changes
+        while wm is not None and heap and heap[0] <= wm:
+            end = heapq.heappop(heap)
+            stop = at(end)
+            begin = None if session else at(end - size)  # fixed windows closing together start together
+            for win in closing.pop(end, ()):
+                value = values.pop(win)
+                skey = skeys.pop(win, None) or self._skey(win, keep=False)
                 if not plain(value):  # as a restored value would be, so a re-emitted result is equal
                     value = json.loads(dump(value, f"the value of window {win!r}"))
-                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value)))
-                self.ends.pop(win, None)
-                if isinstance(self.windows, Session):
-                    self.starts[win[0]].remove(win[1])
-                    if not self.starts[win[0]]:
-                        del self.starts[win[0]]
-                self.skeys.pop(win, None)
-                self.drop(skey)
-                self.dirty.discard(win)
-        session = isinstance(self.windows, Session)
-        size = 0 if isinstance(self.windows, Session) else self.windows.size
-        values, ends, skeys = self.values, self.ends, self.skeys
-        for win in self.dirty:
+                found.append((end, win[1], skey, WindowResult(win[0], begin or at(win[1]), stop, value)))
+                if session:
+                    ends.pop(win, None)
+                    starts[win[0]].remove(win[1])
+                    if not starts[win[0]]:
+                        del starts[win[0]]
+                self.total -= sizes.pop(skey, 0)  # Keyed.drop, inline: this loop runs once per window
+                changes[skey] = DELETED
+                dirty.discard(win)
+        for win in dirty:
             value = values[win]
             end = ends[win] if session else win[1] + size
             skey = skeys.get(win) or self._skey(win)
             if not session and type(value) is int:  # the common case (count): no JSON round trip needed
-                self.put(skey, value, str(value))
+                n = len(skey) + len(str(value))  # self.put(skey, value, str(value)), inline: once per window
+                self.total += n - sizes.get(skey, 0)
+                sizes[skey] = n
+                changes[skey] = value
                 if self.updates:
-                    found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
+                    found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
                 continue
             text = dump([end, value] if session else value, f"the value of window {win!r}")
             if not plain(value):
@@ -299,7 +368,10 @@ class WindowState(Keyed):
                 saved = [end, value] if session else value
             self.put(skey, saved, text)
             if self.updates:
-                found.append((end, win[1], skey, WindowResult(win[0], from_us(win[1]), from_us(end), value, False)))
-        self.dirty = set()
-        found.sort(key=lambda r: r[:3])
+                found.append((end, win[1], skey, WindowResult(win[0], at(win[1]), at(end), value, False)))
+        if dirty:
+            self.dirty = set()
+        if not found:
+            return []
+        found.sort(key=itemgetter(0, 1, 2))
         return [r[3] for r in found]
