@@ -2,8 +2,8 @@
 
 pyamqp reads each frame through ``asyncio.wait_for``, which on Python 3.11 drops a cancel that arrives in the same
 step as a frame; on a busy link the receive loop then read on after ``close()``, "cancelling" for ever, and held
-up the end of ``asyncio.run`` (a consumer that did not exit on SIGTERM). Many open-pull-close cycles on a
-partition with a backlog hit that moment (before the fix: about one close in six).
+up the end of ``asyncio.run`` (a consumer that did not exit on SIGTERM). Receivers of busy partitions (a producer
+running) closed together hit that moment: without the fix this fails at its first cycle.
 """
 
 from __future__ import annotations
