@@ -49,7 +49,28 @@ _CLOSE_BOUND = 5.0
 _OPEN_POLL = 0.002
 
 
-async def _open(consumer: Any, watch: LinkWatch | None = None) -> None:
+class _Cancels:
+    """Raises a cancel of the current task that pyamqp swallowed, at the next step of a loop.
+
+    pyamqp reads each frame through ``asyncio.wait_for``, which on Python 3.11 returns the read's result and drops
+    a cancel that arrives in the same step as the frame (CPython gh-86296, fixed by 3.12's ``wait_for``). On a
+    busy link that is most steps: the task went on reading, "cancelling" for ever, and a closed receiver's link
+    stayed open and held up the end of ``asyncio.run`` (a consumer that did not exit on SIGTERM).
+    ``Task.cancelling()`` still counts the request, so each step of the loops below checks it.
+    """
+
+    __slots__ = ("_before", "_task")
+
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        self._before = self._task.cancelling() if self._task is not None else 0
+
+    def check(self) -> None:
+        if self._task is not None and self._task.cancelling() > self._before:
+            raise asyncio.CancelledError
+
+
+async def _open(consumer: Any, watch: LinkWatch | None = None, cancels: _Cancels | None = None) -> None:
     """The SDK consumer's ``_open``, without its 50 ms pause after each step of the handshake.
 
     ``watch.handler`` is set as soon as the SDK's receive client exists: a watchdog sees the handshake too.
@@ -68,6 +89,8 @@ async def _open(consumer: Any, watch: LinkWatch | None = None) -> None:
     while True:  # each step reads the socket until the service's reply (or the socket timeout)
         if await handler.client_ready_async():
             break
+        if cancels is not None:
+            cancels.check()
         await asyncio.sleep(_OPEN_POLL)
     consumer._max_message_size_on_link = (
         client._amqp_transport.get_remote_max_message_size(handler) or client._amqp_transport.MAX_MESSAGE_LENGTH_BYTES
@@ -186,11 +209,12 @@ async def receive_direct(
                 deliver(messages)
 
     drainer: asyncio.Task[None] | None = None
+    cancels = _Cancels()
     try:
         try:
             try:
                 async with asyncio.timeout(open_timeout):
-                    await _open(consumer, link)
+                    await _open(consumer, link, cancels)
             except TimeoutError:
                 raise TransportError(
                     f"partition {partition_id}: the link did not open within {open_timeout:g} s (open_timeout)"
@@ -212,6 +236,7 @@ async def receive_direct(
                 link.reading = True
                 if not await handler.do_work_async(batch=prefetch):
                     raise TransportError(f"the link to partition {partition_id} closed")
+                cancels.check()
                 _forget_tags(handler)
         except (asyncio.CancelledError, TransportError):
             raise
