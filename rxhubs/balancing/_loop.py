@@ -49,7 +49,7 @@ from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_gr
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.stores import CheckpointStore, is_fenced
+from rxhubs.stores import CheckpointStore
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
@@ -125,7 +125,9 @@ class BalancingLoop(Holdings):
         self._next_round = 0.0
         self._last_early = float("-inf")
         self._presence_listed: list[Ownership] = []
-        self._looks = Looks(settings)
+        self._looks = Looks(settings, resolution)
+        #: The records of the look that saw a release: the round it triggers plans from them.
+        self._looked: list[Ownership] | None = None
         self._release_failed = False
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
@@ -219,11 +221,19 @@ class BalancingLoop(Holdings):
         started = self._now()
         try:
             self.calls.operation = "list"
-            ids = await self._partition_ids()
-            if ids is None:
-                return  # fatal: stop() was called
-            records = await self.calls.owners()
-            presence = await self.calls.presence()
+            looked, self._looked = self._looked, None
+            quick = looked is not None and self.partition_ids is not None and self._presence_etag is not None
+            if quick and looked is not None:
+                # a look just saw a release: plan from its listing (as fresh as a round's) and the presence
+                # records of the last round, claim at once (the claims are compare-and-swaps on what it saw)
+                ids, records, presence = self.partition_ids or (), looked, self._presence_listed
+            else:
+                read_ids = await self._partition_ids()
+                if read_ids is None:
+                    return  # fatal: stop() was called
+                ids = read_ids
+                records = await self.calls.owners()
+                presence = await self.calls.presence()
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
@@ -231,14 +241,14 @@ class BalancingLoop(Holdings):
             releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
-            sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
-            won = await self.calls.claim(sent)
+            sent = [*claims, *releases, self._presence_record(None if quick else presence, self.owner_id)]
+            won, read = await self._claim_and_read(sent, decision)
         except Exception as exc:
             self._round_failed(exc)
             return
         self._apply(decision, claims, releases, won, started)
         try:
-            checkpoints = await self._checkpoints_of_claimed()
+            checkpoints = await self._checkpoints_of_claimed(read)
         except Exception as exc:
             self._round_failed(exc)
             return
@@ -273,7 +283,7 @@ class BalancingLoop(Holdings):
                 return
             look = self._looks.due(now)
             if look is not None and look < self._next_round:
-                if look <= now:
+                if look - now < 1e-6:  # (a virtual clock has microseconds)
                     if await self._handed_over():
                         return
                     continue
@@ -363,24 +373,10 @@ class BalancingLoop(Holdings):
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
-        return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
-
-    async def _checkpoints_of_claimed(self) -> dict[str, Checkpoint]:
-        """The stored checkpoints, if partitions were just gained (none are read while stopping).
-
-        With a fenced store, each partition gained is fenced first, and its checkpoint read by the fence: from
-        then on a former owner's checkpoint writes fail. A partition whose record moved on meanwhile is lost.
-        """
-        if self._stopping is not None:  # gained while stopping: release without reading
-            for session in self.sessions.values():
-                if session.state is SessionState.CLAIMED:
-                    session.mark_ready()
-        claimed = [s for s in self.sessions.values() if s.state is SessionState.CLAIMED]
-        if not claimed:
-            return {}
-        if not is_fenced(self.store):
-            return await self.calls.checkpoints()
-        return self._fenced_checkpoints(claimed, await self.calls.fence([s.record for s in claimed]))
+        if not self._decide(records, self._presence_listed, self.partition_ids).claim:
+            return False
+        self._looked = records
+        return True
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())

@@ -95,6 +95,26 @@ class StoreCalls:
         """Claim, renew or release ``records`` in one call; the records won."""
         return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
 
+    async def claim_reading_checkpoints(
+        self, records: Sequence[Ownership]
+    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
+        """:meth:`claim`, and the checkpoints read meanwhile (None if that read failed: read them again after).
+
+        Concurrent under asyncio, the read first in virtual time.
+        """
+
+        async def read() -> dict[str, Checkpoint] | None:
+            try:
+                return await self.checkpoints()
+            except Exception:
+                return None
+
+        if current_stepper() is not None:
+            checkpoints = await read()
+            return await self.claim(records), checkpoints
+        checkpoints, won = await asyncio.gather(read(), self.claim(records))  # (operation: the claim's)
+        return won, checkpoints
+
     async def _bounded(self, verb: str, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         self.operation = operation
         try:

@@ -137,6 +137,9 @@ def rx_counting_store(inner: Any, record: Record) -> Any:
     from rxhubs.stores import CheckpointStore
 
     class Counted(CheckpointStore):
+        # whole seconds on a blob: the loop allows for it in expiry and when it looks for a release
+        timestamp_resolution = getattr(inner, "timestamp_resolution", 0.0)
+
         async def list_ownership(self, *args: Any) -> Any:
             record.store_calls += 1
             # a round lists the group and the presence group; a look between rounds lists the group only
