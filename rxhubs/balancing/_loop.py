@@ -222,11 +222,10 @@ class BalancingLoop(Holdings):
         try:
             self.calls.operation = "list"
             looked, self._looked = self._looked, None
-            quick = looked is not None and self.partition_ids is not None and self._presence_etag is not None
-            if quick and looked is not None:
-                # a look just saw a release: plan from its listing (as fresh as a round's) and the presence
-                # records of the last round, claim at once (the claims are compare-and-swaps on what it saw)
-                ids, records, presence = self.partition_ids or (), looked, self._presence_listed
+            if looked is not None and self.partition_ids is not None:
+                # a look just saw a release: plan from its listing (as fresh as a round's) and the consumers
+                # present now (one joined since the last round changes every target), without re-reading the ids
+                ids, records, presence = self.partition_ids, looked, await self.calls.presence()
             else:
                 read_ids = await self._partition_ids()
                 if read_ids is None:
@@ -241,7 +240,7 @@ class BalancingLoop(Holdings):
             releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
-            sent = [*claims, *releases, self._presence_record(None if quick else presence, self.owner_id)]
+            sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
             won, read = await self._claim_and_read(sent, decision)
         except Exception as exc:
             self._round_failed(exc)
