@@ -126,8 +126,8 @@ class BalancingLoop(Holdings):
         self._last_early = float("-inf")
         self._presence_listed: list[Ownership] = []
         self._looks = Looks(settings, resolution)
-        #: The records of the look that saw a release: the round it triggers plans from them.
-        self._looked: list[Ownership] | None = None
+        #: The records and presence records of the look that saw a release: the round it triggers plans from them.
+        self._looked: tuple[list[Ownership], list[Ownership]] | None = None
         self._release_failed = False
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
@@ -223,9 +223,8 @@ class BalancingLoop(Holdings):
             self.calls.operation = "list"
             looked, self._looked = self._looked, None
             if looked is not None and self.partition_ids is not None:
-                # a look just saw a release: plan from its listing (as fresh as a round's) and the consumers
-                # present now (one joined since the last round changes every target), without re-reading the ids
-                ids, records, presence = self.partition_ids, looked, await self.calls.presence()
+                # a look just saw a release: plan from its listings (as fresh as a round's), claim at once
+                ids, (records, presence) = self.partition_ids, looked
             else:
                 read_ids = await self._partition_ids()
                 if read_ids is None:
@@ -363,18 +362,22 @@ class BalancingLoop(Holdings):
 
     # -- awaiting a handover -----------------------------------------------------------------------------------
     async def _handed_over(self) -> bool:
-        """List the records once: True if a partition this consumer would claim was released meanwhile."""
+        """List the records once: True if a partition this consumer would claim was released meanwhile.
+
+        The presence records are listed alongside (a consumer that joined since the last round changes every
+        target), so the round this look triggers claims from both listings at once.
+        """
         self._looks.taken(self._now())
         if self.partition_ids is None:
             return False
         try:
-            records = await self.calls.owners()
+            records, presence = await self.calls.owners_and_presence()
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
-        if not self._decide(records, self._presence_listed, self.partition_ids).claim:
+        if not self._decide(records, presence, self.partition_ids).claim:
             return False
-        self._looked = records
+        self._looked = records, presence
         return True
 
     async def _release_ready(self) -> None:

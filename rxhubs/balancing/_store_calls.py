@@ -64,6 +64,13 @@ class StoreCalls:
             "list_ownership", "list", lambda: self.store.list_ownership(ns, hub, self.presence_group)
         )
 
+    async def owners_and_presence(self) -> tuple[list[Ownership], list[Ownership]]:
+        """:meth:`owners` and :meth:`presence`, concurrent under asyncio (one after the other in virtual time)."""
+        if current_stepper() is not None:
+            return await self.owners(), await self.presence()
+        owners, presence = await asyncio.gather(self.owners(), self.presence())
+        return owners, presence
+
     async def checkpoints(self) -> dict[str, Checkpoint]:
         """The group's checkpoints, by partition id."""
         ns, hub, group = self.group

@@ -15,9 +15,9 @@ requests per load-balancing interval (a counting proxy around each side's store)
 the hub it held at the end. Medians and the 95th percentile over the moved partitions of six trials per side
 (six handovers of half the partitions; two with ``--quick``, ``--trials N`` for another count), the two sides'
 trials alternating; each side's figures are its own, from the same run. The ``handover_timeline`` figure
-gives, per step of a handover, the median time from the old owner's last event: release written, release
-seen by the newcomer, its claim, its checkpoint read, its ``on_partition_initialize``, its link attached
-(rxhubs), its first batch delivered and processed.
+gives, per step of a handover, the median time from the old owner's last event: its stream closed, release
+written, release seen by the newcomer, its claim, its checkpoint read, its ``on_partition_initialize``, its link
+attached (rxhubs), its first batch delivered and processed.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _p95(values: list[float]) -> float | None:
 
 #: The steps of a handover, in order, as (name, where the newcomer's record keeps it).
 STEPS = (
-    ("release_written", None), ("release_seen", "seen_released"), ("claimed", "won"),
+    ("old_closed", None), ("release_written", None), ("release_seen", "seen_released"), ("claimed", "won"),
     ("checkpoint_read", "checkpoint_reads"), ("initialized", "claims"), ("link_open", "opened"),
     ("first_delivered", "delivered"), ("first_processed", None),
 )
@@ -127,6 +127,8 @@ STEPS = (
 def _steps(a: dict[str, Any], b: dict[str, Any], pid: str, last_a: float, first_b: float) -> dict[str, float]:
     """Seconds from the old owner's last event to each step of one partition's handover that was seen."""
     at: dict[str, float] = {}
+    if a["closes"].get(pid):  # the old owner's on_partition_close: its stream finished its batches
+        at["old_closed"] = max(a["closes"][pid])
     if pid in a["released"]:
         at["release_written"] = a["released"][pid]
     claimed = b["won"].get(pid)

@@ -48,6 +48,7 @@ class Record:
         self.opened: dict[str, float] = {}
         self.delivered: dict[str, float] = {}
         self.listings = {"group": 0, "presence": 0}
+        self.listed: list[tuple[str, float, float]] = []  # (group or presence, began, answered)
 
     def note(self, verb: str, result: Any) -> None:
         """What a store call's answer says about the handover (records are rxhubs' or the SDK's dicts)."""
@@ -93,7 +94,7 @@ class Record:
                 "store_calls": self.store_calls, "connections": self.connections, "won": self.won,
                 "released": self.released, "seen_released": self.seen_released,
                 "checkpoint_reads": self.checkpoint_reads, "opened": self.opened, "delivered": self.delivered,
-                "looks": self.listings["group"] - self.listings["presence"]}
+                "looks": self.listings["group"] - self.listings["presence"], "listed": self.listed}
 
 
 class LinkOpened(logging.Handler):
@@ -143,8 +144,11 @@ def rx_counting_store(inner: Any, record: Record) -> Any:
         async def list_ownership(self, *args: Any) -> Any:
             record.store_calls += 1
             # a round lists the group and the presence group; a look between rounds lists the group only
-            record.listings["presence" if str(args[2]).endswith("$presence") else "group"] += 1
+            kind = "presence" if str(args[2]).endswith("$presence") else "group"
+            record.listings[kind] += 1
+            began = time.time()
             result = await inner.list_ownership(*args)
+            record.listed.append((kind, began, time.time()))
             record.note("list_ownership", result)
             return result
 
@@ -243,6 +247,10 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     record = Record()
+    if os.environ.get("RXHUBS_BENCH_DEBUG"):  # the consumer's log, with wall times, on stderr
+        logging.basicConfig(level=logging.DEBUG, format="%(created).3f %(name)s %(message)s")
+        for noisy in ("azure", "asyncio", "uamqp"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
     async def go() -> None:
         stop = asyncio.Event()

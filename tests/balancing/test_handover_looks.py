@@ -29,8 +29,8 @@ def test_a_release_is_seen_within_an_imminent_gap_of_the_owners_round_not_a_look
 
 
 def test_the_round_a_look_triggers_claims_from_the_looks_listing_at_once() -> None:
-    """The look that saw the release is the round's listing of the group: the claim follows after the presence
-    listing only (a round of its own would list the group again first: three listings in a row)."""
+    """The look that saw the release (the group's records and the presence records) is the round's listing: the claim
+    follows at once (a round of its own would list both again, and read the partition ids first)."""
     g = Group(8, interval=I, latency=0.01)
     g.add("a", at=0.0)
     b = g.add("b", at=5.0)
@@ -39,7 +39,8 @@ def test_the_round_a_look_triggers_claims_from_the_looks_listing_at_once() -> No
     calls = [(round(t, 6), verb) for t, verb in b.store.calls if 9.9 <= t < 12.0]
     claim = next(i for i, (_, verb) in enumerate(calls) if verb == "claim_ownership")
     at = calls[claim][0]
-    assert calls[claim - 2 : claim] == [(round(at - 0.02, 6), "list_ownership"), (round(at - 0.01, 6), "list_ownership")]
+    listings = [(round(at - d, 6), "list_ownership") for d in (0.02, 0.01)]
+    assert calls[claim - 2 : claim] == listings, calls  # the look: the group's records and the presence records
     assert (round(at - 0.03, 6), "list_ownership") not in calls, calls  # no third listing before the look's
 
 
@@ -73,7 +74,7 @@ def test_a_store_with_coarse_timestamps_gets_a_window_as_wide_as_their_resolutio
     g.run(10.79 + imminent_gap(I) + 0.001)
     assert b.owned == {"4", "5", "6", "7"}
     looks = _looks(b.store.calls)
-    assert len([t for t in looks if 10.0 <= t <= 10.9]) >= 10  # every 50 ms through the window
+    assert len({t for t in looks if 10.0 <= t <= 10.9}) >= 10  # every 50 ms through the window
     assert imminent_window(1.0) - imminent_window(0.0) == 1.0
 
 
@@ -85,8 +86,8 @@ def test_looks_per_handover_are_bounded_and_a_steady_group_makes_none() -> None:
     b = g.add("b", at=5.0)
     g.run(40.0)
     assert g.counts() == {"a": 4, "b": 4}
-    looks = _looks(b.store.calls)
-    assert 0 < len(looks) <= imminent_window(0.0) / imminent_gap(I) + 1
+    looks = _looks(b.store.calls)  # each look lists the group and the presence records
+    assert 0 < len(looks) <= 2 * (imminent_window(0.0) / imminent_gap(I) + 1)
     g.run(40.0 + 10 * I)
     for consumer in (g.consumers["a"], b):
         steady = [verb for t, verb in consumer.store.calls if 40.0 <= t < 40.0 + 10 * I]
