@@ -93,6 +93,7 @@ class Looks:
         self._first_expected: float | None = None
         self._windows: list[tuple[float, float]] = []
         self._origin = 0.0
+        self._last_expected: float | None = None
         self._next = 0.0
 
     def after_round(self, plan: Plan | None, now: float) -> None:
@@ -104,7 +105,7 @@ class Looks:
         expected = plan.release_expected
         if self._since is None:
             self._since, self._first_expected = now, expected
-        self._windows, self._origin = [], now
+        self._windows, self._origin, self._last_expected = [], now, expected
         if self._under_way(plan) or expected is None or expected <= now:
             self._windows.append((now, now + self.window))
         if expected is not None and expected > now:
@@ -150,6 +151,18 @@ class Looks:
         if self._since is None or now - self._since > self.expiration:
             return None
         return self._next
+
+    def looked(self, plan: Plan, now: float) -> None:
+        """A look at ``now`` planned ``plan``, claiming nothing yet: a window opens if the owner renewed meanwhile.
+
+        An owner that renewed since the last round's plan is balancing now (later than expected: a slow round,
+        or renewal times of coarse resolution), so its release is imminent.
+        """
+        expected, last = plan.release_expected, self._last_expected
+        if plan.awaiting > 0 and expected is not None and last is not None and expected > last:
+            self._last_expected = expected
+            self._windows.append((now, now + self.window))
+            self._next = self._after(now)
 
     def taken(self, now: float) -> None:
         """A look begins at ``now``: count it, and schedule the next one."""

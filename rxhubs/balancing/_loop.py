@@ -375,7 +375,9 @@ class BalancingLoop(Holdings):
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
-        if not self._decide(records, presence, self.partition_ids).claim:
+        seen = self._decide(records, presence, self.partition_ids)
+        if not seen.claim:
+            self._looks.looked(seen, self._now())
             return False
         self._looked = records, presence
         return True

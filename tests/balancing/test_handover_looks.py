@@ -3,7 +3,10 @@ group where nothing moves makes no more store calls for it (``rxhubs/balancing/_
 
 from __future__ import annotations
 
-from rxhubs.balancing._looks import imminent_gap, imminent_window, look_gap
+import pytest
+
+from rxhubs.balancing._looks import Looks, imminent_gap, imminent_window, look_gap
+from rxhubs.balancing._planner import BalancingSettings, Plan
 from tests.balancing.kit import Group
 
 I = 10.0  # noqa: E741 - the load-balancing interval of these tests
@@ -93,3 +96,20 @@ def test_looks_per_handover_are_bounded_and_a_steady_group_makes_none() -> None:
         steady = [verb for t, verb in consumer.store.calls if 40.0 <= t < 40.0 + 10 * I]
         assert steady.count("list_ownership") == 2 * 10 and steady.count("claim_ownership") == 10
         assert len(steady) == 30, steady
+
+
+def test_a_look_that_sees_the_owner_renewed_opens_a_window_at_once() -> None:
+    """The owner balanced later than its renewal time said (a slow round, coarse timestamps): once a look sees the
+    newer renewal, the next looks come every imminent gap, not one look gap later."""
+    settings = BalancingSettings(load_balancing_interval=I, ownership_expiration=3 * I)
+    looks = Looks(settings)
+    looks.after_round(Plan(owner_id="b", awaiting=4, release_expected=10.0), 5.0)
+    assert looks.due(5.0) == 10.0  # the first look when the owner is due to balance
+    for t in (10.0, 10.05, 10.1, 10.15, 10.2):
+        looks.taken(t)
+    assert looks.due(10.2) == 5.0 + 5 * look_gap(I)  # after the window: one look gap (11.25)
+    looks.taken(11.25)
+    looks.looked(Plan(owner_id="b", awaiting=4, release_expected=10.0), 11.25)  # no newer renewal: no change
+    assert looks.due(11.25) == 5.0 + 6 * look_gap(I)
+    looks.looked(Plan(owner_id="b", awaiting=4, release_expected=21.2), 11.25)  # it renewed at 11.2 s
+    assert looks.due(11.25) == pytest.approx(11.25 + imminent_gap(I))
