@@ -168,3 +168,11 @@ class Looks:
         """A look begins at ``now``: count it, and schedule the next one."""
         self.count += 1
         self._next = self._after(now)
+
+    def answered(self, now: float) -> None:
+        """A look's listings came back at ``now``: the next one comes at least half an imminent gap later.
+
+        A store slower than the gap (a busy machine) would otherwise be listed back to back; this way the
+        looks slow down with it and never add to its queue.
+        """
+        self._next = max(self._next, now + self.fast / 2)

@@ -222,8 +222,7 @@ class BalancingLoop(Holdings):
         try:
             self.calls.operation = "list"
             looked, self._looked = self._looked, None
-            if looked is not None and self.partition_ids is not None:
-                # a look just saw a release: plan from its listings (as fresh as a round's), claim at once
+            if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
                 ids, (records, presence) = self.partition_ids, looked
             else:
                 read_ids = await self._partition_ids()
@@ -281,7 +280,7 @@ class BalancingLoop(Holdings):
                 return
             look = self._looks.due(now)
             if look is not None and look < self._next_round:
-                if look - now < 1e-6:  # (a virtual clock has microseconds)
+                if look - now < 1e-6:  # (virtual clocks count microseconds)
                     if await self._handed_over():
                         return
                     continue
@@ -364,8 +363,8 @@ class BalancingLoop(Holdings):
     async def _handed_over(self) -> bool:
         """List the records once: True if a partition this consumer would claim was released meanwhile.
 
-        The presence records are listed alongside (a consumer that joined since the last round changes every
-        target), so the round this look triggers claims from both listings at once.
+        With the presence records (a consumer joined since the last round changes every target): the round this
+        look triggers claims from both listings at once.
         """
         self._looks.taken(self._now())
         if self.partition_ids is None:
@@ -375,6 +374,8 @@ class BalancingLoop(Holdings):
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
+        finally:
+            self._looks.answered(self._now())
         seen = self._decide(records, presence, self.partition_ids)
         if not seen.claim:
             self._looks.looked(seen, self._now())

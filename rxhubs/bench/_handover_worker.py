@@ -94,7 +94,17 @@ class Record:
                 "store_calls": self.store_calls, "connections": self.connections, "won": self.won,
                 "released": self.released, "seen_released": self.seen_released,
                 "checkpoint_reads": self.checkpoint_reads, "opened": self.opened, "delivered": self.delivered,
-                "looks": self.listings["group"] - self.listings["presence"], "listed": self.listed}
+                "looks": self.looks(), "listed": self.listed}
+
+    def looks(self) -> int:
+        """Looks for a handover between rounds.
+
+        A look lists the group and the presence records together; a round, the presence records once the
+        group's came back.
+        """
+        groups = [began for kind, began, _ in self.listed if kind == "group"]
+        together = (began for kind, began, _ in self.listed if kind == "presence")
+        return sum(1 for began in together if any(abs(began - g) < 0.005 for g in groups))
 
 
 class LinkOpened(logging.Handler):
