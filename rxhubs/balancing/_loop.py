@@ -11,17 +11,18 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    the round that sees them), ``list_ownership`` of the consumer group and of its presence group, the plan
    (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals, the claims, the steals,
    the releases of partitions whose handover finished and this consumer's presence record, then
-   ``list_checkpoints`` for the partitions gained, each handed to ``listener.on_acquired``;
+   ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
+   the store has no fence), each handed to ``listener.on_acquired``;
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
    handover finished (:meth:`ready`), and sleeps until the next round: one interval after the last began,
    or sooner, right after another consumer's record expires (at most once per half interval), so a crashed
    consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
-   partitions for it) it lists the ownership records from the moment the releasing owner balances next
-   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every
-   :func:`~rxhubs.balancing._looks.look_gap` seconds and runs the round as soon as a release shows, for at most
-   one ownership expiration per handover (store calls rise only then, by a few per handover; when to look is
-   :class:`~rxhubs.balancing._looks.Looks`);
+   partitions for it) it looks: lists the records and the presence records, from the moment the releasing
+   owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 50 ms
+   while the release is imminent and every :func:`~rxhubs.balancing._looks.look_gap` seconds otherwise, and
+   runs the round from the look's listings as soon as a release shows, for at most one ownership expiration
+   per handover (store calls rise only then; when to look is :class:`~rxhubs.balancing._looks.Looks`);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -225,8 +226,7 @@ class BalancingLoop(Holdings):
             if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
                 ids, (records, presence) = self.partition_ids, looked
             else:
-                read_ids = await self._partition_ids()
-                if read_ids is None:
+                if (read_ids := await self._partition_ids()) is None:
                     return  # fatal: stop() was called
                 ids = read_ids
                 records = await self.calls.owners()
