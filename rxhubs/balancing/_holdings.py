@@ -10,12 +10,13 @@ from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
 from rxhubs._state import decode
-from rxhubs.balancing._listener import LoopListener
+from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._records import split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
-from rxhubs.balancing._store_calls import Fenced
+from rxhubs.balancing._store_calls import Fenced, StoreCalls
 from rxhubs.errors import OwnershipLostError, StateError
+from rxhubs.stores import CheckpointStore, is_fenced
 
 __all__ = ["Holdings"]
 
@@ -47,6 +48,9 @@ class Holdings:
     _watchdog: abc.DisposableBase | None
     _finished: bool
     _expiry: float  # the ownership expiration less the store's timestamp resolution
+    store: CheckpointStore
+    calls: StoreCalls
+    _stopping: RevokeReason | None
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
@@ -100,6 +104,38 @@ class Holdings:
             if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
                 session.state = SessionState.READING
                 self.listener.on_acquired(session, checkpoints.get(pid))
+
+    async def _claim_and_read(
+        self, sent: list[Ownership], decision: Plan
+    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
+        """Claim ``sent``; when the plan claims released or expired partitions, read the checkpoints meanwhile.
+
+        Their checkpoints are final already: an owner writes a partition's checkpoint before it releases it,
+        and the listing that showed the release came before this read (an expired owner writes no more). Not
+        for steals (the owner still reads), fenced stores (the fence reads them) or while stopping.
+        """
+        if not decision.claim or decision.steal or is_fenced(self.store) or self._stopping is not None:
+            return await self.calls.claim(sent), None
+        return await self.calls.claim_reading_checkpoints(sent)
+
+    async def _checkpoints_of_claimed(self, read: dict[str, Checkpoint] | None = None) -> dict[str, Checkpoint]:
+        """The stored checkpoints, if partitions were just gained (none are read while stopping).
+
+        ``read``: the checkpoints read while the claim was in flight, if they were (see :meth:`_claim_and_read`).
+
+        With a fenced store, each partition gained is fenced first, and its checkpoint read by the fence: from
+        then on a former owner's checkpoint writes fail. A partition whose record moved on meanwhile is lost.
+        """
+        if self._stopping is not None:  # gained while stopping: release without reading
+            for session in self.sessions.values():
+                if session.state is SessionState.CLAIMED:
+                    session.mark_ready()
+        claimed = [s for s in self.sessions.values() if s.state is SessionState.CLAIMED]
+        if not claimed:
+            return {}
+        if not is_fenced(self.store):
+            return read if read is not None else await self.calls.checkpoints()
+        return self._fenced_checkpoints(claimed, await self.calls.fence([s.record for s in claimed]))
 
     def fenced(self, session: PartitionSession) -> None:
         """A fenced store refused ``session``'s checkpoint: another consumer claimed the partition. Give it up.

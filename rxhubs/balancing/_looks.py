@@ -2,15 +2,20 @@
 
 A round's plan says how many partitions cooperating owners above their target will hand over to this
 consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
-(:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). From that moment the loop lists the
-ownership records every :func:`look_gap` seconds, on a grid from its own round's start (so consumers that
-joined together do not look in step), and runs its round as soon as a release shows. Once the owner is seen
-releasing (a round claimed released partitions while more are awaited, or the owner renewed since this consumer
-began awaiting: it has balanced and is draining what it hands over), the next look is one gap later, not at
-the owner's next round: an owner releases partition by partition as its streams drain, and a listing may have
-caught none or only the first of its writes. It stops looking when nothing is awaited any more, or one
-ownership expiration after it began (an owner that never finishes its handover does not cost store calls
-forever). In steady state nothing is awaited and nothing is looked at.
+(:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). Around that moment the release is
+**imminent**: the owner lists, sees this consumer, stops reading what it hands over, finishes the batches in
+flight, writes their checkpoints and releases, all within a fraction of a second. So the loop lists the
+ownership records every :func:`imminent_gap` seconds (50 ms at most) from that moment for a short **window**
+(:func:`imminent_window`: the store's timestamp resolution, which blurs when the owner renewed, plus a
+quarter of a second), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release
+shows. Once the owner is seen releasing (a round claimed released partitions while more are awaited, or the
+owner renewed since this consumer began awaiting: it has balanced and is draining what it hands over), a
+window opens at once: an owner releases partition by partition as its streams drain, and a listing may have
+caught none or only the first of its writes; and another opens at the owner's next round (it may not have
+seen this consumer's presence yet). Looks stay on a grid from the consumer's own round (so consumers that
+joined together do not look in step). They stop when nothing is awaited any more, or one ownership expiration
+after they began (an owner that never finishes its handover does not cost store calls forever). In steady
+state nothing is awaited and nothing is looked at.
 """
 
 from __future__ import annotations
@@ -19,15 +24,21 @@ import math
 
 from rxhubs.balancing._planner import BalancingSettings, Plan
 
-__all__ = ["Looks", "look_gap"]
+__all__ = ["Looks", "imminent_gap", "imminent_window", "look_gap"]
 
-#: While awaiting a handover, the records are listed this many times per interval. More would find a release
-#: sooner but multiply the store calls of a mass join (200 consumers joining at once all await).
+#: While awaiting a handover, the records are listed this many times per interval outside the windows where a
+#: release is imminent. More would find a late release sooner but multiply the store calls of a mass join
+#: (200 consumers joining at once all await).
 _LOOKS_PER_INTERVAL = 8
+#: Seconds between looks while a release is imminent (at most; less for intervals under 0.4 s).
+_IMMINENT_GAP = 0.05
+#: Seconds a window of imminent looks lasts, beyond the store's timestamp resolution: the owner's round (three
+#: store calls) and its drain (the batches in flight, a checkpoint write, the release) take about 0.1 s.
+_IMMINENT_SPAN = 0.25
 
 
 def look_gap(interval: float) -> float:
-    """Seconds between two looks at the records while a consumer awaits a handover.
+    """Seconds between two looks at the records while a consumer awaits a handover that is not imminent.
 
     Example:
         >>> look_gap(2.0), look_gap(10.0)
@@ -36,8 +47,34 @@ def look_gap(interval: float) -> float:
     return interval / _LOOKS_PER_INTERVAL
 
 
+def imminent_gap(interval: float) -> float:
+    """Seconds between two looks while a release is imminent: 50 ms, or one look gap if that is shorter.
+
+    Example:
+        >>> imminent_gap(2.0), imminent_gap(10.0), imminent_gap(0.2)
+        (0.05, 0.05, 0.025)
+    """
+    return min(_IMMINENT_GAP, look_gap(interval))
+
+
+def imminent_window(resolution: float) -> float:
+    """Seconds a window of imminent looks lasts, for a store whose timestamps have ``resolution`` seconds.
+
+    A blob's last-modified time is whole seconds, so the owner's round is known to within a second only.
+
+    Example:
+        >>> imminent_window(0.0), imminent_window(1.0)
+        (0.25, 1.25)
+    """
+    return resolution + _IMMINENT_SPAN
+
+
 class Looks:
     """When the next look is due, for one consumer.
+
+    Args:
+        settings: The balancing settings (interval and expiration).
+        resolution: The store's timestamp resolution in seconds (``CheckpointStore.timestamp_resolution``).
 
     Example:
         >>> looks = Looks(BalancingSettings(load_balancing_interval=2.0, ownership_expiration=12.0))
@@ -45,25 +82,35 @@ class Looks:
         True
     """
 
-    def __init__(self, settings: BalancingSettings) -> None:
+    def __init__(self, settings: BalancingSettings, resolution: float = 0.0) -> None:
         self.gap = look_gap(settings.load_balancing_interval)
+        self.fast = imminent_gap(settings.load_balancing_interval)
+        self.window = imminent_window(resolution)
         self.expiration = settings.ownership_expiration
         #: Looks taken so far (each one ``list_ownership`` call).
         self.count = 0
         self._since: float | None = None
         self._first_expected: float | None = None
+        self._windows: list[tuple[float, float]] = []
+        self._origin = 0.0
+        self._last_expected: float | None = None
         self._next = 0.0
 
     def after_round(self, plan: Plan | None, now: float) -> None:
         """A round that began at ``now`` planned ``plan``: begin, go on or end looking."""
         if plan is None or plan.awaiting <= 0:
             self._since = self._first_expected = None
+            self._windows = []
             return
         expected = plan.release_expected
         if self._since is None:
             self._since, self._first_expected = now, expected
-        steps = 1 if self._under_way(plan) or expected is None else max(1, math.ceil((expected - now) / self.gap))
-        self._next = now + steps * self.gap
+        self._windows, self._origin, self._last_expected = [], now, expected
+        if self._under_way(plan) or expected is None or expected <= now:
+            self._windows.append((now, now + self.window))
+        if expected is not None and expected > now:
+            self._windows.append((expected, expected + self.window))
+        self._next = self._after(now)
 
     def _under_way(self, plan: Plan) -> bool:
         """Whether the owner is releasing now, so the releases come within moments, not at its next round.
@@ -81,13 +128,51 @@ class Looks:
         )
         return bool(plan.claim) or renewed
 
+    def _after(self, now: float) -> float:
+        """The look after one at ``now``: the next step of the imminent grid inside a window, else a look gap's.
+
+        None before the first window (the owner cannot have seen this consumer yet). Both grids begin at this
+        consumer's round.
+        """
+        due = self._step(now, now, self.gap) if any(start <= now for start, _ in self._windows) else math.inf
+        for start, end in self._windows:
+            step = self._step(now, start, self.fast)
+            if step < end:
+                due = min(due, step)
+        return due
+
+    def _step(self, now: float, start: float, gap: float) -> float:
+        """The first point of the grid of ``gap`` from the round's start that is after ``now``, from ``start``."""
+        steps = max(math.floor((now - self._origin) / gap + 1e-9) + 1, math.ceil((start - self._origin) / gap - 1e-9))
+        return self._origin + steps * gap
+
     def due(self, now: float) -> float | None:
         """When to look next; None unless awaiting (for at most one expiration per handover)."""
         if self._since is None or now - self._since > self.expiration:
             return None
         return self._next
 
+    def looked(self, plan: Plan, now: float) -> None:
+        """A look at ``now`` planned ``plan``, claiming nothing yet: a window opens if the owner renewed meanwhile.
+
+        An owner that renewed since the last round's plan is balancing now (later than expected: a slow round,
+        or renewal times of coarse resolution), so its release is imminent.
+        """
+        expected, last = plan.release_expected, self._last_expected
+        if plan.awaiting > 0 and expected is not None and last is not None and expected > last:
+            self._last_expected = expected
+            self._windows.append((now, now + self.window))
+            self._next = self._after(now)
+
     def taken(self, now: float) -> None:
-        """A look begins at ``now``: count it, and schedule the next one a gap later."""
+        """A look begins at ``now``: count it, and schedule the next one."""
         self.count += 1
-        self._next = now + self.gap
+        self._next = self._after(now)
+
+    def answered(self, now: float) -> None:
+        """A look's listings came back at ``now``: the next one comes at least half an imminent gap later.
+
+        A store slower than the gap (a busy machine) would otherwise be listed back to back; this way the
+        looks slow down with it and never add to its queue.
+        """
+        self._next = max(self._next, now + self.fast / 2)

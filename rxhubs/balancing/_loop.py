@@ -11,17 +11,18 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    the round that sees them), ``list_ownership`` of the consumer group and of its presence group, the plan
    (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals, the claims, the steals,
    the releases of partitions whose handover finished and this consumer's presence record, then
-   ``list_checkpoints`` for the partitions gained, each handed to ``listener.on_acquired``;
+   ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
+   the store has no fence), each handed to ``listener.on_acquired``;
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
    handover finished (:meth:`ready`), and sleeps until the next round: one interval after the last began,
    or sooner, right after another consumer's record expires (at most once per half interval), so a crashed
    consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
-   partitions for it) it lists the ownership records from the moment the releasing owner balances next
-   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`) every
-   :func:`~rxhubs.balancing._looks.look_gap` seconds and runs the round as soon as a release shows, for at most
-   one ownership expiration per handover (store calls rise only then, by a few per handover; when to look is
-   :class:`~rxhubs.balancing._looks.Looks`);
+   partitions for it) it looks: lists the records and the presence records, from the moment the releasing
+   owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 50 ms
+   while the release is imminent and every :func:`~rxhubs.balancing._looks.look_gap` seconds otherwise, and
+   runs the round from the look's listings as soon as a release shows, for at most one ownership expiration
+   per handover (store calls rise only then; when to look is :class:`~rxhubs.balancing._looks.Looks`);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -49,7 +50,7 @@ from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_gr
 from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.stores import CheckpointStore, is_fenced
+from rxhubs.stores import CheckpointStore
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
@@ -125,7 +126,9 @@ class BalancingLoop(Holdings):
         self._next_round = 0.0
         self._last_early = float("-inf")
         self._presence_listed: list[Ownership] = []
-        self._looks = Looks(settings)
+        self._looks = Looks(settings, resolution)
+        #: The records and presence records of the look that saw a release: the round it triggers plans from them.
+        self._looked: tuple[list[Ownership], list[Ownership]] | None = None
         self._release_failed = False
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
@@ -219,11 +222,15 @@ class BalancingLoop(Holdings):
         started = self._now()
         try:
             self.calls.operation = "list"
-            ids = await self._partition_ids()
-            if ids is None:
-                return  # fatal: stop() was called
-            records = await self.calls.owners()
-            presence = await self.calls.presence()
+            looked, self._looked = self._looked, None
+            if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
+                ids, (records, presence) = self.partition_ids, looked
+            else:
+                if (read_ids := await self._partition_ids()) is None:
+                    return  # fatal: stop() was called
+                ids = read_ids
+                records = await self.calls.owners()
+                presence = await self.calls.presence()
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
@@ -232,13 +239,13 @@ class BalancingLoop(Holdings):
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
-            won = await self.calls.claim(sent)
+            won, read = await self._claim_and_read(sent, decision)
         except Exception as exc:
             self._round_failed(exc)
             return
         self._apply(decision, claims, releases, won, started)
         try:
-            checkpoints = await self._checkpoints_of_claimed()
+            checkpoints = await self._checkpoints_of_claimed(read)
         except Exception as exc:
             self._round_failed(exc)
             return
@@ -273,7 +280,7 @@ class BalancingLoop(Holdings):
                 return
             look = self._looks.due(now)
             if look is not None and look < self._next_round:
-                if look <= now:
+                if look - now < 1e-6:  # (virtual clocks count microseconds)
                     if await self._handed_over():
                         return
                     continue
@@ -354,33 +361,27 @@ class BalancingLoop(Holdings):
 
     # -- awaiting a handover -----------------------------------------------------------------------------------
     async def _handed_over(self) -> bool:
-        """List the records once: True if a partition this consumer would claim was released meanwhile."""
+        """List the records once: True if a partition this consumer would claim was released meanwhile.
+
+        With the presence records (a consumer joined since the last round changes every target): the round this
+        look triggers claims from both listings at once.
+        """
         self._looks.taken(self._now())
         if self.partition_ids is None:
             return False
         try:
-            records = await self.calls.owners()
+            records, presence = await self.calls.owners_and_presence()
         except Exception as exc:  # the next round reports it; a look is only a shortcut
             log.debug("balancing: looking for a handover failed (%s)", exc)
             return False
-        return bool(self._decide(records, self._presence_listed, self.partition_ids).claim)
-
-    async def _checkpoints_of_claimed(self) -> dict[str, Checkpoint]:
-        """The stored checkpoints, if partitions were just gained (none are read while stopping).
-
-        With a fenced store, each partition gained is fenced first, and its checkpoint read by the fence: from
-        then on a former owner's checkpoint writes fail. A partition whose record moved on meanwhile is lost.
-        """
-        if self._stopping is not None:  # gained while stopping: release without reading
-            for session in self.sessions.values():
-                if session.state is SessionState.CLAIMED:
-                    session.mark_ready()
-        claimed = [s for s in self.sessions.values() if s.state is SessionState.CLAIMED]
-        if not claimed:
-            return {}
-        if not is_fenced(self.store):
-            return await self.calls.checkpoints()
-        return self._fenced_checkpoints(claimed, await self.calls.fence([s.record for s in claimed]))
+        finally:
+            self._looks.answered(self._now())
+        seen = self._decide(records, presence, self.partition_ids)
+        if not seen.claim:
+            self._looks.looked(seen, self._now())
+            return False
+        self._looked = records, presence
+        return True
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())

@@ -67,6 +67,13 @@ class StoreCalls:
             "list_ownership", "list", lambda: self.store.list_ownership(ns, hub, self.presence_group)
         )
 
+    async def owners_and_presence(self) -> tuple[list[Ownership], list[Ownership]]:
+        """:meth:`owners` and :meth:`presence`, concurrent under asyncio (one after the other in virtual time)."""
+        if current_stepper() is not None:
+            return await self.owners(), await self.presence()
+        owners, presence = await asyncio.gather(self.owners(), self.presence())
+        return owners, presence
+
     async def checkpoints(self) -> dict[str, Checkpoint]:
         """The group's checkpoints, by partition id."""
         ns, hub, group = self.group
@@ -102,6 +109,26 @@ class StoreCalls:
     async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
         """Claim, renew or release ``records`` in one call; the records won."""
         return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
+
+    async def claim_reading_checkpoints(
+        self, records: Sequence[Ownership]
+    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
+        """:meth:`claim`, and the checkpoints read meanwhile (None if that read failed: read them again after).
+
+        Concurrent under asyncio, the read first in virtual time.
+        """
+
+        async def read() -> dict[str, Checkpoint] | None:
+            try:
+                return await self.checkpoints()
+            except Exception:
+                return None
+
+        if current_stepper() is not None:
+            checkpoints = await read()
+            return await self.claim(records), checkpoints
+        checkpoints, won = await asyncio.gather(read(), self.claim(records))  # (operation: the claim's)
+        return won, checkpoints
 
     async def _bounded(self, verb: str, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         self.operation = operation

@@ -65,6 +65,8 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--duration", type=float, default=None,
                         help="seconds, for time-based scenarios (soak; chaos: 480)")
+    parser.add_argument("--partitions", type=int, default=None, help="handover: the hub's partitions (default 16)")
+    parser.add_argument("--trials", type=int, default=None, help="handover: trials per side (default 6)")
     parser.add_argument(
         "--plot",
         metavar="DIR",

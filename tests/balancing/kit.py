@@ -86,6 +86,13 @@ class ProxyStore(CheckpointStore):
         )
 
 
+class UnfencedProxyStore(ProxyStore):
+    """A :class:`ProxyStore` without the fencing verbs (as a store written for the SDK): not fenced."""
+
+    fence = None  # type: ignore[assignment]
+    update_checkpoint_fenced = None  # type: ignore[assignment]
+
+
 @dataclass
 class Processed:
     owner: str
@@ -221,8 +228,11 @@ class Group:
         work: float = 0.0,
         checkpoint_interval: float = 5.0,
         latency: float = 0.0,
+        fenced: bool = True,
+        resolution: float = 0.0,
     ) -> None:
         self.scheduler = TestScheduler()
+        self.fenced, self.resolution = fenced, resolution
         self.hub = InMemoryEventHub(partitions, clock=lambda: self.scheduler.now)
         self.store = InMemoryCheckpointStore()
         self.interval, self.expiry, self.work = interval, expiry, work
@@ -233,7 +243,10 @@ class Group:
         self.sent: dict[str, int] = {}
 
     def add(self, name: str, at: float = 0.0, **options: Any) -> Consumer:
-        consumer = Consumer(self, name, options, ProxyStore(self.store, self.scheduler, self.latency))
+        proxy = (ProxyStore if self.fenced else UnfencedProxyStore)(self.store, self.scheduler, self.latency)
+        if self.resolution:
+            proxy.timestamp_resolution = self.resolution  # type: ignore[attr-defined]
+        consumer = Consumer(self, name, options, proxy)
         self.consumers[name] = consumer
         self.at(at, consumer.start)
         return consumer

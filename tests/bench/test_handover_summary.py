@@ -49,3 +49,15 @@ def test_medians_pool_the_moves_of_every_trial() -> None:
     out = summarize(trials)
     assert out["moved"] == 3 and out["gap_median"] == 0.2 and out["gap_max"] == 0.6 and out["lost"] == 0
     assert out["connections_per_consumer"] == [2] * 6
+
+
+def test_p95_is_the_nearest_rank_over_every_move_and_each_trial_has_its_median() -> None:
+    trials = []
+    for t in range(4):  # four trials of five moves: gaps 0.01 .. 0.20
+        a = record([(str(p), 0, 1.0) for p in range(5)])
+        b = record([(str(p), 1, 1.0 + (5 * t + p + 1) / 100) for p in range(5)])
+        trials.append({"a": a, "b": b, "seconds": 10.0})
+    out = summarize(trials)
+    assert out["moved"] == 20 and out["gap_max"] == 0.2
+    assert out["gap_p95"] == 0.19  # the 19th of 20 (nearest rank), not the largest
+    assert out["gap_medians_per_trial"] == [0.03, 0.08, 0.13, 0.18]

@@ -1,0 +1,115 @@
+"""A newcomer awaiting a handover, in virtual time: how soon it sees the release, what the claim costs, and that a
+group where nothing moves makes no more store calls for it (``rxhubs/balancing/_looks.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rxhubs.balancing._looks import Looks, imminent_gap, imminent_window, look_gap
+from rxhubs.balancing._planner import BalancingSettings, Plan
+from tests.balancing.kit import Group
+
+I = 10.0  # noqa: E741 - the load-balancing interval of these tests
+
+
+def _looks(calls: list[tuple[float, str]]) -> list[float]:
+    """The listings that were looks: not followed by a presence listing and a claim at the same instant."""
+    rounds = {t for t, verb in calls if verb == "claim_ownership"}
+    return [t for t, verb in calls if verb == "list_ownership" and t not in rounds]
+
+
+def test_a_release_is_seen_within_an_imminent_gap_of_the_owners_round_not_a_look_gap() -> None:
+    """b joins at 5 s; a balances at 10 s and releases half at once. From a's expected round on, b lists every
+    imminent gap (50 ms), not every look gap (1.25 s): it holds its half 50 ms later."""
+    g = Group(8, interval=I)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(10.0 + imminent_gap(I) + 0.001)
+    assert g.counts() == {"a": 4, "b": 4}
+    assert imminent_gap(I) < look_gap(I) / 20
+    assert min(_looks(b.store.calls)) >= 10.0  # none before a could have seen b
+    assert all(len(r) == 1 for r in g.readers_per_partition().values())
+
+
+def test_the_round_a_look_triggers_claims_from_the_looks_listing_at_once() -> None:
+    """The look that saw the release (the group's records and the presence records) is the round's listing: the claim
+    follows at once (a round of its own would list both again, and read the partition ids first)."""
+    g = Group(8, interval=I, latency=0.01)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(12.0)
+    assert b.owned == {"4", "5", "6", "7"}
+    calls = [(round(t, 6), verb) for t, verb in b.store.calls if 9.9 <= t < 12.0]
+    claim = next(i for i, (_, verb) in enumerate(calls) if verb == "claim_ownership")
+    at = calls[claim][0]
+    listings = [(round(at - d, 6), "list_ownership") for d in (0.02, 0.01)]
+    assert calls[claim - 2 : claim] == listings, calls  # the look: the group's records and the presence records
+    assert (round(at - 0.03, 6), "list_ownership") not in calls, calls  # no third listing before the look's
+
+
+def test_an_unfenced_store_reads_the_checkpoints_with_the_claim_and_nothing_is_processed_twice() -> None:
+    """With a store that has no fence (one written for the SDK), the checkpoints of released partitions are read
+    alongside the claim (the owner wrote them before releasing), and the newcomer starts right after them."""
+    g = Group(8, interval=I, fenced=False, work=0.3, checkpoint_interval=1.0)
+    g.traffic(0.5, 30.0, every=0.25)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(32.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    calls = b.store.calls
+    claim = next(i for i, (t, verb) in enumerate(calls) if verb == "claim_ownership" and t >= 10.0)
+    assert calls[claim - 1][1] == "list_checkpoints", calls[claim - 3 : claim + 3]  # read with the claim
+    assert "list_checkpoints" not in [verb for _, verb in calls[claim + 1 : claim + 3]]  # and not again after it
+    assert not g.duplicates() and not g.overlaps() and not g.missing()
+    assert {p.partition_id for p in g.ledger if p.owner == "b"} == {"4", "5", "6", "7"}
+
+
+def test_a_store_with_coarse_timestamps_gets_a_window_as_wide_as_their_resolution() -> None:
+    """A blob's renewal times are whole seconds, so the owner's round is known to a second: the window of imminent
+    looks is that much wider. a's release comes 0.8 s after its round (a batch in flight): b sees it within an
+    imminent gap with a store of 1 s resolution (and one look gap late without the wider window)."""
+    g = Group(8, interval=I, work=0.8, resolution=1.0)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.at(9.99, lambda: [g.hub.send([b"x"], partition_id=str(p)) for p in range(4, 8)])  # done at 10.79 s
+    g.run(10.7)
+    assert g.counts() == {"a": 8, "b": 0}
+    g.run(10.79 + imminent_gap(I) + 0.001)
+    assert b.owned == {"4", "5", "6", "7"}
+    looks = _looks(b.store.calls)
+    assert len({t for t in looks if 10.0 <= t <= 10.9}) >= 10  # every 50 ms through the window
+    assert imminent_window(1.0) - imminent_window(0.0) == 1.0
+
+
+def test_looks_per_handover_are_bounded_and_a_steady_group_makes_none() -> None:
+    """A handover costs the newcomer a window of imminent looks at most (plus one per look gap after it); once
+    the group is balanced, each consumer makes one round per interval and nothing else, as before."""
+    g = Group(8, interval=I)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(40.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    looks = _looks(b.store.calls)  # each look lists the group and the presence records
+    assert 0 < len(looks) <= 2 * (imminent_window(0.0) / imminent_gap(I) + 1)
+    g.run(40.0 + 10 * I)
+    for consumer in (g.consumers["a"], b):
+        steady = [verb for t, verb in consumer.store.calls if 40.0 <= t < 40.0 + 10 * I]
+        assert steady.count("list_ownership") == 2 * 10 and steady.count("claim_ownership") == 10
+        assert len(steady) == 30, steady
+
+
+def test_a_look_that_sees_the_owner_renewed_opens_a_window_at_once() -> None:
+    """The owner balanced later than its renewal time said (a slow round, coarse timestamps): once a look sees the
+    newer renewal, the next looks come every imminent gap, not one look gap later."""
+    settings = BalancingSettings(load_balancing_interval=I, ownership_expiration=3 * I)
+    looks = Looks(settings)
+    looks.after_round(Plan(owner_id="b", awaiting=4, release_expected=10.0), 5.0)
+    assert looks.due(5.0) == 10.0  # the first look when the owner is due to balance
+    for t in (10.0, 10.05, 10.1, 10.15, 10.2):
+        looks.taken(t)
+    assert looks.due(10.2) == 5.0 + 5 * look_gap(I)  # after the window: one look gap (11.25)
+    looks.taken(11.25)
+    looks.looked(Plan(owner_id="b", awaiting=4, release_expected=10.0), 11.25)  # no newer renewal: no change
+    assert looks.due(11.25) == 5.0 + 6 * look_gap(I)
+    looks.looked(Plan(owner_id="b", awaiting=4, release_expected=21.2), 11.25)  # it renewed at 11.2 s
+    assert looks.due(11.25) == pytest.approx(11.25 + imminent_gap(I))
