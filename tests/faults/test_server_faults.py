@@ -133,7 +133,7 @@ def test_a_stolen_link_with_no_new_owner_is_reclaimed_and_the_others_flow_on(
     assert any(p == "1" and at > cut.time for p, _, _, at in rows)  # and read again
     for other in ("0", "2", "3"):  # the other partitions were not disturbed
         assert (other, CloseReason.OWNERSHIP_LOST) not in consumer.closed
-        assert any(p == other and stolen_at[0] < at < stolen_at[0] + 3.0 for p, _, _, at in rows), other
+        assert any(p == other and at > stolen_at[0] for p, _, _, at in rows), other  # read on after the steal
 
 
 @pytest.mark.slow
