@@ -8,14 +8,15 @@ from typing import Any
 
 import reactivex
 from reactivex import Observable, abc
-from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from rxhubs import _telemetry
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, PartitionContext
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine, pipeline_scheduler
+from rxhubs._rx import from_coroutine
 from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
+from rxhubs.operators._base import stateful_operator
 from rxhubs.operators._state_commit import PartitionRecord as _Partition
 from rxhubs.operators._state_commit import is_owned, no_state_support, store_write
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store, is_fenced, is_stateful
@@ -403,21 +404,6 @@ def checkpoint_with(
     checked = as_checkpoint_store(store)  # a store written for the Azure SDK's interface is wrapped, once
     backoff = retry or Backoff()
 
-    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
-        def subscribe(
-            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            try:
-                resolved = pipeline_scheduler(scheduler or sched, "checkpoint()")
-            except ConfigurationError as exc:
-                observer.on_error(exc)
-                return Disposable()
-            state = _Checkpointer(observer, checked, resolved, max_interval, every, backoff, position, timeout)
-            state.upstream.disposable = source.subscribe(
-                state.on_next, state.on_error, state.on_completed, scheduler=sched
-            )
-            return CompositeDisposable(Disposable(state.dispose))
-
-        return reactivex.create(subscribe)
-
-    return operator
+    return stateful_operator("checkpoint()", scheduler, lambda observer, resolved: _Checkpointer(
+        observer, checked, resolved, max_interval, every, backoff, position, timeout
+    ))

@@ -10,15 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import reactivex
 from reactivex import Observable, abc
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.disposable import SingleAssignmentDisposable
 
 from rxhubs import _telemetry
 from rxhubs._batch import Ack, EventBatch
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine, pipeline_scheduler, to_thread
+from rxhubs._rx import from_coroutine, to_thread
 from rxhubs.errors import ConfigurationError
+from rxhubs.operators._base import stateful_operator
 
 __all__ = ["Work", "process"]
 
@@ -428,22 +428,7 @@ def process(
         raise ConfigurationError(f"on_poison must be callable, got {type(on_poison).__name__}")
     backoff = retry or Backoff(max_retries=3)
 
-    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
-        def subscribe(
-            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            try:
-                resolved = pipeline_scheduler(scheduler or sched, "process()")
-            except ConfigurationError as exc:
-                observer.on_error(exc)
-                return Disposable()
-            state = _Processor(observer, resolved, fn, concurrency, backoff, on_poison, blocking)
-            state.upstream.disposable = source.subscribe(
-                state.on_next, state.on_error, state.on_completed, scheduler=sched
-            )
-            return Disposable(state.dispose)
-
-        return reactivex.create(subscribe)
-
-    return operator
+    return stateful_operator("process()", scheduler, lambda observer, resolved: _Processor(
+        observer, resolved, fn, concurrency, backoff, on_poison, blocking
+    ))
 

@@ -7,16 +7,14 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import reactivex
 from reactivex import Observable, abc
-from reactivex.disposable import Disposable
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event
 from rxhubs._retry import Backoff, is_retriable
-from rxhubs._rx import pipeline_scheduler
 from rxhubs._rx._driver import current_stepper
 from rxhubs.errors import ConfigurationError, PublishError
+from rxhubs.operators._base import stateful_operator
 from rxhubs.operators._process import PoisonHandler, _Processor, _span
 from rxhubs.transport._publisher import OutgoingEvent, Publisher, check_routing
 
@@ -288,24 +286,7 @@ def publish(
     work = _Publish(publisher, make_body, make_key, make_id, make_props)
     backoff = retry or Backoff(max_retries=0)
 
-    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
-        def subscribe(
-            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            try:
-                resolved = pipeline_scheduler(scheduler or sched, "publish()")
-            except ConfigurationError as exc:
-                observer.on_error(exc)
-                return Disposable()
-            state = _Processor(
-                observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send,
-                gate=work.gate,
-            )
-            state.upstream.disposable = source.subscribe(
-                state.on_next, state.on_error, state.on_completed, scheduler=sched
-            )
-            return Disposable(state.dispose)
-
-        return reactivex.create(subscribe)
-
-    return operator
+    return stateful_operator("publish()", scheduler, lambda observer, resolved: _Processor(
+        observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send,
+        gate=work.gate,
+    ))

@@ -21,8 +21,9 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from rxhubs._batch import Ack, EventBatch, OwnershipSession
 from rxhubs._models import PartitionContext
 from rxhubs._retry import Backoff
-from rxhubs._rx import deadline, from_coroutine, pipeline_scheduler
+from rxhubs._rx import deadline, from_coroutine
 from rxhubs.errors import ConfigurationError, SinkError
+from rxhubs.operators._base import stateful_operator
 
 __all__ = ["CommitResult", "TransactionalSink", "exactly_once", "read_position"]
 
@@ -424,21 +425,6 @@ def exactly_once(
     backoff = retry or Backoff()
     limit = float(timeout or DEFAULT_COMMIT_TIMEOUT)
 
-    def operator(source: Observable[EventBatch]) -> Observable[EventBatch]:
-        def subscribe(
-            observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            try:
-                resolved = pipeline_scheduler(scheduler or sched, "exactly_once()")
-            except ConfigurationError as exc:
-                observer.on_error(exc)
-                return Disposable()
-            state = _Committer(observer, sink, resolved, max_interval, max_batches, limit, backoff)
-            state.upstream.disposable = source.subscribe(
-                state.on_next, state.on_error, state.on_completed, scheduler=sched
-            )
-            return Disposable(state.dispose)
-
-        return reactivex.create(subscribe)
-
-    return operator
+    return stateful_operator("exactly_once()", scheduler, lambda observer, resolved: _Committer(
+        observer, sink, resolved, max_interval, max_batches, limit, backoff
+    ))
