@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import OwnershipLostError
 
 __all__ = [
+    "open_sqlite",
     "FENCED_VERBS",
     "VERBS",
     "Key",
@@ -114,3 +117,37 @@ def describe(value: Any) -> str:
     """A short, safe description of a stored value for log lines."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def open_sqlite(
+    path: str, timeout: float, setup: Callable[[sqlite3.Connection], None] | None = None
+) -> sqlite3.Connection:
+    """A connection to ``path`` for use from several processes: busy timeout, WAL (files), ``synchronous=NORMAL``.
+
+    ``setup`` runs once the pragmas are set (a schema, say). Changing the journal mode does not wait on the busy
+    handler, so a database locked while others set up is tried again until ``timeout`` passed; the connection is
+    closed if it cannot be set up.
+
+    Example:
+        >>> open_sqlite(":memory:", 1.0).execute("PRAGMA synchronous").fetchone()
+        (1,)
+    """
+    connection = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+                if path != ":memory:":
+                    connection.execute("PRAGMA journal_mode = WAL")
+                connection.execute("PRAGMA synchronous = NORMAL")
+                if setup is not None:
+                    setup(connection)
+                return connection
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+    except BaseException:
+        connection.close()
+        raise

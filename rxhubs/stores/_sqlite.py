@@ -21,6 +21,7 @@ from rxhubs.stores._common import (
     logger,
     lost,
     normalize_etag,
+    open_sqlite,
     parse_offset,
     parse_sequence_number,
     record_key,
@@ -119,34 +120,19 @@ class SqliteCheckpointStore(StatefulCheckpointStore):
             ) from exc
 
     def _open(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-        try:
-            deadline = time.monotonic() + self._timeout
-            while True:
-                try:
-                    connection.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                    if self._path != ":memory:":
-                        connection.execute("PRAGMA journal_mode = WAL")
-                    connection.execute("PRAGMA synchronous = NORMAL")
-                    try:
-                        connection.executescript("BEGIN IMMEDIATE;" + SCHEMA)
-                        columns = {row[1] for row in connection.execute("PRAGMA table_info(rxhubs_ownership)")}
-                        if "period" not in columns:  # a file written before fencing (schema 1)
-                            connection.execute("ALTER TABLE rxhubs_ownership ADD COLUMN period TEXT")
-                        connection.execute("COMMIT")
-                    except BaseException:
-                        if connection.in_transaction:
-                            connection.execute("ROLLBACK")
-                        raise
-                    return connection
-                except sqlite3.OperationalError as exc:
-                    # Changing the journal mode does not wait on the busy handler: retry while others set up.
-                    if "locked" not in str(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-        except BaseException:
-            connection.close()
-            raise
+        def schema(connection: sqlite3.Connection) -> None:
+            try:
+                connection.executescript("BEGIN IMMEDIATE;" + SCHEMA)
+                columns = {row[1] for row in connection.execute("PRAGMA table_info(rxhubs_ownership)")}
+                if "period" not in columns:  # a file written before fencing (schema 1)
+                    connection.execute("ALTER TABLE rxhubs_ownership ADD COLUMN period TEXT")
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+
+        return open_sqlite(self._path, self._timeout, schema)
 
     # -- the verbs, on the worker thread ---------------------------------------------------------------
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 from rxhubs.errors import ConfigurationError
+from rxhubs.stores._common import open_sqlite
 from rxhubs.tables._sql import SqlSink
 
 __all__ = ["SqliteSink", "sqlite"]
@@ -53,24 +53,7 @@ class SqliteSink(SqlSink):
     def _open_sqlite(self) -> sqlite3.Connection:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        deadline = time.monotonic() + self.timeout
-        try:
-            while True:
-                try:
-                    connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-                    if self.path != ":memory:":
-                        connection.execute("PRAGMA journal_mode = WAL")
-                    connection.execute("PRAGMA synchronous = NORMAL")
-                    return connection
-                except sqlite3.OperationalError as exc:
-                    # Changing the journal mode does not wait on the busy handler: retry while others set up.
-                    if "locked" not in str(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-        except BaseException:
-            connection.close()
-            raise
+        return open_sqlite(self.path, self.timeout)
 
     def __repr__(self) -> str:
         return f"SqliteSink({self.path!r}, table={self.table!r})"
