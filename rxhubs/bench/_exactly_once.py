@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._procs import emulator_process, run_worker
+from rxhubs.bench._procs import emulator_process, prefill, run_worker
 from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 4
@@ -25,22 +25,7 @@ IMPLS = ("jsonl", "delta", "jsonl-nofsync")
 
 
 def _prefill(connection_string: str, events: int) -> None:
-    from azure.eventhub import EventData, EventHubProducerClient
-
-    with EventHubProducerClient.from_connection_string(connection_string) as producer:
-        for p in range(PARTITIONS):
-            left = events // PARTITIONS
-            while left:
-                batch = producer.create_batch(partition_id=str(p))
-                n = 0
-                while n < left:
-                    try:
-                        batch.add(EventData(b"x" * BODY))
-                    except ValueError:
-                        break
-                    n += 1
-                producer.send_batch(batch)
-                left -= n
+    prefill(connection_string, PARTITIONS, events, b"x" * BODY)
 
 
 def run(args: Any = None) -> list[dict[str, Any]]:

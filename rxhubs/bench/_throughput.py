@@ -19,7 +19,7 @@ import statistics
 import uuid
 from typing import Any
 
-from rxhubs.bench._procs import emulator_process, run_worker
+from rxhubs.bench._procs import emulator_process, prefill, run_worker
 from rxhubs.bench._report import figure, sized
 
 PARTITIONS = 4
@@ -27,24 +27,7 @@ HUB = "bench"
 
 
 def _prefill(connection_string: str, events: int) -> None:
-    from azure.eventhub import EventData, EventHubProducerClient
-
-    body = b"x" * 1024
-    per_partition = events // PARTITIONS
-    with EventHubProducerClient.from_connection_string(connection_string) as producer:
-        for p in range(PARTITIONS):
-            left = per_partition
-            while left:
-                batch = producer.create_batch(partition_id=str(p))
-                n = 0
-                while n < left:
-                    try:
-                        batch.add(EventData(body))
-                    except ValueError:
-                        break
-                    n += 1
-                producer.send_batch(batch)
-                left -= n
+    prefill(connection_string, PARTITIONS, events, b"x" * 1024)
 
 
 def run(args: Any = None) -> list[dict[str, Any]]:
