@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from reactivex import Observable, abc, typing
 from reactivex.disposable import CompositeDisposable
@@ -22,7 +22,13 @@ from rxhubs.stores._memory import InMemoryCheckpointStore
 from rxhubs.testing._memory_hub import InMemoryEventHub
 
 if TYPE_CHECKING:
-    from rxhubs.testing._marbles import MarbleTest
+    from reactivex.testing import TestScheduler
+
+
+class MarbleClock(Protocol):
+    """What a peer takes from its marble test (:class:`~rxhubs.testing.MarbleTest`): the virtual clock."""
+
+    scheduler: TestScheduler
 
 __all__ = ["PausableScheduler", "Peer", "PeerPipeline"]
 
@@ -162,7 +168,7 @@ class Peer:
 
     def __init__(
         self,
-        test: MarbleTest,
+        test: MarbleClock,
         hub: InMemoryEventHub,
         store: InMemoryCheckpointStore,
         owner_id: str,
