@@ -29,6 +29,7 @@ from rxhubs._batch import EventBatch
 from rxhubs._models import Checkpoint, CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
+from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.balancing._settings import ConsumerSettings, Hooks, pick
@@ -203,8 +204,11 @@ class Consumer:
         if stream is None or stream.session is not session:
             self.loop.ready(session.partition_id)
             return
-        close = CloseReason.OWNERSHIP_LOST if reason == "handover" else CloseReason.SHUTDOWN
-        stream._close(close, silent=reason == "dispose")
+        if reason == "handover":  # an idle partition is read until its next batch, for at most LINGER seconds
+            linger = min(LINGER, look_gap(self.settings.balancing.load_balancing_interval))
+            stream._close(CloseReason.OWNERSHIP_LOST, linger=linger)
+        else:
+            stream._close(CloseReason.SHUTDOWN, silent=reason == "dispose")
 
     def on_lost(self, session: PartitionSession) -> None:
         stream = self.streams.get(session.partition_id)

@@ -7,7 +7,7 @@ consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the f
 flight, writes their checkpoints and releases, all within a fraction of a second. So the loop lists the
 ownership records every :func:`imminent_gap` seconds (50 ms at most) from that moment for a short **window**
 (:func:`imminent_window`: the store's timestamp resolution, which blurs when the owner renewed, plus a
-quarter of a second), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release
+quarter of a second and the owner's :data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release
 shows. Once the owner is seen releasing (a round claimed released partitions while more are awaited, or the
 owner renewed since this consumer began awaiting: it has balanced and is draining what it hands over), a
 window opens at once: an owner releases partition by partition as its streams drain, and a listing may have
@@ -24,7 +24,7 @@ import math
 
 from rxhubs.balancing._planner import BalancingSettings, Plan
 
-__all__ = ["Looks", "imminent_gap", "imminent_window", "look_gap"]
+__all__ = ["LINGER", "Looks", "imminent_gap", "imminent_window", "look_gap"]
 
 #: While awaiting a handover, the records are listed this many times per interval outside the windows where a
 #: release is imminent. More would find a late release sooner but multiply the store calls of a mass join
@@ -32,9 +32,13 @@ __all__ = ["Looks", "imminent_gap", "imminent_window", "look_gap"]
 _LOOKS_PER_INTERVAL = 8
 #: Seconds between looks while a release is imminent (at most; less for intervals under 0.4 s).
 _IMMINENT_GAP = 0.05
+#: Seconds the owner reads on a partition it hands over while idle, waiting for its next batch (at most): the
+#: events that arrive meanwhile are served at once, and it stops right after a batch (``PartitionStream._close``).
+LINGER = 0.1
 #: Seconds a window of imminent looks lasts, beyond the store's timestamp resolution: the owner's round (three
-#: store calls) and its drain (the batches in flight, a checkpoint write, the release) take about 0.1 s.
-_IMMINENT_SPAN = 0.25
+#: store calls), its linger and its drain (the batches in flight, a checkpoint write, the release) take about
+#: 0.2 s.
+_IMMINENT_SPAN = 0.25 + LINGER
 
 
 def look_gap(interval: float) -> float:
@@ -64,7 +68,7 @@ def imminent_window(resolution: float) -> float:
 
     Example:
         >>> imminent_window(0.0), imminent_window(1.0)
-        (0.25, 1.25)
+        (0.35, 1.35)
     """
     return resolution + _IMMINENT_SPAN
 

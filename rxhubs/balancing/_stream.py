@@ -5,6 +5,18 @@
 :class:`~rxhubs.balancing._session.PartitionSession` and a lease of its own, so the stream knows how many
 batches are still in flight when the loop revokes the partition: it stops reading, lets them finish, then
 completes (the handover in ``_session``'s diagram: READING -> DRAINING -> READY).
+
+A partition handed over while **idle** (no batch in flight) is read until its next batch, for at most a short
+*linger* (:data:`~rxhubs.balancing._looks.LINGER`, passed to :meth:`PartitionStream._close`): events that
+arrive meanwhile are served at once by the old owner instead of waiting out the handover, and the stream stops
+right after a batch, when the next one is furthest away. In virtual time (``^``: the revoke; ``l``: the
+linger's end)::
+
+    batches   ---a---------b----c--
+    revoke    -------^-------------
+    stream    ---a---------(b|)----     b arrived within the linger: read, then stop
+    revoke    ---^-----------------
+    stream    ---a---l|------------     nothing within the linger: stop at its end
 """
 
 from __future__ import annotations
@@ -79,6 +91,7 @@ class PartitionStream(Observable[EventBatch]):
         self._observer: abc.ObserverBase[EventBatch] | None = None
         self._pump: abc.DisposableBase | None = None
         self._drain_timer: abc.DisposableBase | None = None
+        self._linger: tuple[CloseReason, abc.DisposableBase] | None = None
         self._inflight = 0
         self._closing: CloseReason | None = None
         self._silent = False
@@ -161,6 +174,8 @@ class PartitionStream(Observable[EventBatch]):
             observer.on_next(wrapped)
         finally:
             lease.release()
+            if self._linger is not None:  # revoked while idle: this was the batch it waited for
+                self._close(self._linger[0])
 
     def _on_error(self, error: Exception) -> None:
         self._pump = None
@@ -183,9 +198,25 @@ class PartitionStream(Observable[EventBatch]):
         self._close(CloseReason.SHUTDOWN, silent=True)
 
     # -- closing -------------------------------------------------------------------------------------------
-    def _close(self, reason: CloseReason, *, silent: bool = False) -> None:
-        """Stop reading; complete once the batches in flight are acknowledged (at once when ``silent``)."""
+    def _close(self, reason: CloseReason, *, silent: bool = False, linger: float = 0.0) -> None:
+        """Stop reading; complete once the batches in flight are acknowledged (at once when ``silent``).
+
+        With ``linger`` (a handover) and nothing in flight, read on until the next batch has gone downstream,
+        for at most ``linger`` seconds, then stop as above.
+        """
         if self._finished:
+            return
+        if self._linger is not None:
+            _, timer = self._linger
+            self._linger = None
+            timer.dispose()
+        elif linger > 0 and not silent and self._closing is None and self._inflight == 0 and self._pump is not None:
+
+            def lingered(*_: Any) -> None:
+                if self._linger is not None:
+                    self._close(reason)
+
+            self._linger = (reason, self._scheduler.schedule_relative(linger, lingered))
             return
         if self._closing is None:
             self._closing = reason

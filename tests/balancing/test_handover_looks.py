@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rxhubs.balancing._looks import Looks, imminent_gap, imminent_window, look_gap
+from rxhubs.balancing._looks import LINGER, Looks, imminent_gap, imminent_window, look_gap
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from tests.balancing.kit import Group
 
@@ -19,12 +19,15 @@ def _looks(calls: list[tuple[float, str]]) -> list[float]:
 
 
 def test_a_release_is_seen_within_an_imminent_gap_of_the_owners_round_not_a_look_gap() -> None:
-    """b joins at 5 s; a balances at 10 s and releases half at once. From a's expected round on, b lists every
-    imminent gap (50 ms), not every look gap (1.25 s): it holds its half 50 ms later."""
+    """b joins at 5 s; a balances at 10 s and releases half once it lingered (the partitions are idle). From a's
+    expected round on, b lists every imminent gap (50 ms), not every look gap (1.25 s): it holds its half 50 ms
+    after the release."""
     g = Group(8, interval=I)
     g.add("a", at=0.0)
     b = g.add("b", at=5.0)
-    g.run(10.0 + imminent_gap(I) + 0.001)
+    g.run(10.0 + LINGER - 0.001)
+    assert g.counts() == {"a": 8, "b": 0}  # a reads on while it lingers
+    g.run(10.0 + LINGER + imminent_gap(I) + 0.001)
     assert g.counts() == {"a": 4, "b": 4}
     assert imminent_gap(I) < look_gap(I) / 20
     assert min(_looks(b.store.calls)) >= 10.0  # none before a could have seen b
@@ -105,9 +108,9 @@ def test_a_look_that_sees_the_owner_renewed_opens_a_window_at_once() -> None:
     looks = Looks(settings)
     looks.after_round(Plan(owner_id="b", awaiting=4, release_expected=10.0), 5.0)
     assert looks.due(5.0) == 10.0  # the first look when the owner is due to balance
-    for t in (10.0, 10.05, 10.1, 10.15, 10.2):
+    for t in (10.0, 10.05, 10.1, 10.15, 10.2, 10.25, 10.3):
         looks.taken(t)
-    assert looks.due(10.2) == 5.0 + 5 * look_gap(I)  # after the window: one look gap (11.25)
+    assert looks.due(10.3) == 5.0 + 5 * look_gap(I)  # after the window (0.35 s): one look gap (11.25)
     looks.taken(11.25)
     looks.looked(Plan(owner_id="b", awaiting=4, release_expected=10.0), 11.25)  # no newer renewal: no change
     assert looks.due(11.25) == 5.0 + 6 * look_gap(I)
