@@ -88,10 +88,12 @@ class Holdings:
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
             log.info("balancing: partition %s is no longer owned by this consumer", pid)
             self._lose(pid, "taken")
+        recipients = dict(decision.release_to)
         for pid in decision.release:
             session = self.sessions.get(pid)
             if session is None:
                 continue
+            session.release_to = recipients.get(pid, "")
             if session.state is SessionState.CLAIMED:
                 session.mark_ready()
             elif session.drain():
@@ -106,15 +108,17 @@ class Holdings:
                 self.listener.on_acquired(session, checkpoints.get(pid))
 
     async def _claim_and_read(
-        self, sent: list[Ownership], decision: Plan
+        self, sent: list[Ownership], decision: Plan, handed: bool = False
     ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
-        """Claim ``sent``; when the plan claims released or expired partitions, read the checkpoints meanwhile.
+        """Claim ``sent``; when partitions are gained without a steal, read the checkpoints meanwhile.
 
-        Their checkpoints are final already: an owner writes a partition's checkpoint before it releases it,
-        and the listing that showed the release came before this read (an expired owner writes no more). Not
-        for steals (the owner still reads), fenced stores (the fence reads them) or while stopping.
+        Gained: released or expired partitions claimed, or partitions handed to this consumer (``handed``). Their
+        checkpoints are final already: an owner writes a partition's checkpoint before it releases it, and the listing
+        that showed the release came before this read (an expired owner writes no more). Not for steals (the owner still
+        reads), fenced stores (the fence reads them) or while stopping.
         """
-        if not decision.claim or decision.steal or is_fenced(self.store) or self._stopping is not None:
+        gaining = decision.claim or handed
+        if not gaining or decision.steal or is_fenced(self.store) or self._stopping is not None:
             return await self.calls.claim(sent), None
         return await self.calls.claim_reading_checkpoints(sent)
 

@@ -3,16 +3,16 @@
 A round's plan says how many partitions cooperating owners above their target will hand over to this
 consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
 (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). Around that moment the release is
-**imminent**: the owner lists, sees this consumer, stops reading what it hands over, finishes the batches in
-flight, writes their checkpoints and releases, all within a fraction of a second. So the loop lists the
-ownership records every :func:`imminent_gap` seconds (50 ms at most) from that moment for a short **window**
-(:func:`imminent_window`: the store's timestamp resolution, which blurs when the owner renewed, plus a
-quarter of a second and the owner's :data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release
-shows. Once the owner is seen releasing (a round claimed released partitions while more are awaited, or the
-owner renewed since this consumer began awaiting: it has balanced and is draining what it hands over), a
-window opens at once: an owner releases partition by partition as its streams drain, and a listing may have
-caught none or only the first of its writes; and another opens at the owner's next round (it may not have
-seen this consumer's presence yet). Looks stay on a grid from the consumer's own round (so consumers that
+**imminent**: the owner lists, sees this consumer, stops reading what it hands over, finishes the batches in flight,
+writes their checkpoints and releases, all within a fraction of a second. So the loop lists the ownership records every
+:func:`imminent_gap` seconds (50 ms at most) from that moment for a short **window** (:func:`imminent_window`: the
+store's timestamp resolution, which blurs when the owner renewed, plus a quarter of a second and the owner's
+:data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release shows. Once the
+owner is seen releasing (a round claimed released partitions while more are awaited, or the owner renewed since this
+consumer began awaiting: it has balanced and is draining what it hands over), a window opens at once: an owner releases
+partition by partition as its streams drain, and a listing may have caught none or only the first of its writes; and
+another opens at the owner's next round (it may not have seen this consumer's presence yet).
+Looks stay on a grid from the consumer's own round (so consumers that
 joined together do not look in step). They stop when nothing is awaited any more, or one ownership expiration
 after they began (an owner that never finishes its handover does not cost store calls forever). In steady
 state nothing is awaited and nothing is looked at.

@@ -235,15 +235,17 @@ class BalancingLoop(Holdings):
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
             decision = self._plan(records, presence, ids)
+            handed = self._handed_to_me(decision)
             releases = releases_of(self.sessions.values())
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
-            sent = [*claims, *releases, self._presence_record(presence, self.owner_id)]
-            won, read = await self._claim_and_read(sent, decision)
+            sent = [*(o for o in claims if o.partition_id not in handed), *releases]
+            won, read = await self._claim_and_read([*sent, self._presence_record(presence, self.owner_id)],
+                                                   decision, bool(handed))
         except Exception as exc:
             self._round_failed(exc)
             return
-        self._apply(decision, claims, releases, won, started)
+        self._apply(decision, claims, releases, [*won, *handed.values()], started)
         try:
             checkpoints = await self._checkpoints_of_claimed(read)
         except Exception as exc:
@@ -377,11 +379,19 @@ class BalancingLoop(Holdings):
         finally:
             self._looks.answered(self._now())
         seen = self._decide(records, presence, self.partition_ids)
-        if not seen.claim:
+        if not seen.claim and not self._handed_to_me(seen):
             self._looks.looked(seen, self._now())
             return False
         self._looked = records, presence
         return True
+
+    def _handed_to_me(self, decision: Plan) -> dict[str, Ownership]:
+        """Live records naming this consumer that it holds no session for: handed to it by their former owner.
+
+        It starts reading them as they were listed, without a claim (the record is its own already), and renews
+        them from its next round on.
+        """
+        return {o.partition_id: o for o in decision.renew if o.partition_id not in self.sessions}
 
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())

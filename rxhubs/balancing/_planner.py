@@ -18,6 +18,12 @@ The rules
   targets, so every consumer computes the same targets from the same records.
 * **Handover (cooperation).** An owner holding more than its target hands the surplus over: the loop
   finishes the batches in flight, writes the checkpoint and releases the records (``owner_id = ""``).
+  When nothing is claimable, it **hands each record to its recipient** instead (:attr:`Plan.release_to`):
+  the surplus of the cooperating owners above target, in owner-id order, is dealt out to the cooperating
+  owners below target, in owner-id order, each getting as many as it lacks (every owner that sees the same
+  records computes the same dealing). The record is written with the recipient as owner, so the recipient
+  starts reading as soon as it sees it, without a claim of its own (it renews the record from its next
+  round on). A recipient that is gone by then leaves the record to expire, as a crashed owner would.
 * **Claims.** The claimable partitions, in partition order, are dealt out to the owners below target in
   owner-id order, each taking as many as it lacks; a consumer claims its own share only. Consumers that
   see the same records therefore claim disjoint sets and their compare-and-swaps do not collide. Nobody
@@ -190,6 +196,8 @@ class Plan:
             than once per interval until they arrive (see :mod:`rxhubs.balancing._loop`).
         release_expected: When the first of those owners balances next (its newest renewal plus one
             interval), so sees this consumer and begins the handover; None unless ``awaiting``.
+        release_to: ``(partition id, recipient)`` for the partitions of ``release`` handed straight to a
+            cooperating owner below its target; the others are released with no owner.
     """
 
     owner_id: str
@@ -204,6 +212,7 @@ class Plan:
     earliest_expiry: float | None = None
     awaiting: int = 0
     release_expected: float | None = None
+    release_to: tuple[tuple[str, str], ...] = ()
     targets: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -311,9 +320,12 @@ def plan(
     have = len(keeping)
 
     release: tuple[str, ...] = ()
+    release_to: tuple[tuple[str, str], ...] = ()
     if have > target:
         surplus = min(have - target, step)
         release = tuple(keeping[-surplus:])
+        if not claimable:
+            release_to = _recipients(release, owner_id, owners, cooperating, count, targets, step)
 
     claim: list[Ownership] = []
     if have < target:
@@ -374,5 +386,34 @@ def plan(
         earliest_expiry=min(expiries, default=None),
         awaiting=awaiting,
         release_expected=expected,
+        release_to=release_to,
         targets=targets,
     )
+
+
+def _recipients(
+    release: tuple[str, ...],
+    owner_id: str,
+    owners: Sequence[str],
+    cooperating: Collection[str],
+    count: dict[str, int],
+    targets: dict[str, int],
+    step: int,
+) -> tuple[tuple[str, str], ...]:
+    """Who gets each partition ``owner_id`` releases: the dealing of the module docstring's handover.
+
+    The places the cooperating owners below target lack, in owner-id order, are dealt to the surplus of the
+    cooperating owners above target, in owner-id order; this owner's share follows the shares of those before it.
+
+    Example:
+        >>> count, targets = {"a": 4, "b": 0, "c": 4, "d": 0}, {"a": 2, "b": 2, "c": 2, "d": 2}
+        >>> _recipients(("2", "3"), "c", ["a", "b", "c", "d"], {"a", "b", "c", "d"}, count, targets, 9)
+        (('2', 'd'), ('3', 'd'))
+    """
+    places = [o for o in owners if o != owner_id and o in cooperating for _ in range(targets[o] - count[o])]
+    before = sum(
+        min(count[o] - targets[o], step)
+        for o in owners
+        if o < owner_id and o in cooperating and count[o] > targets[o]
+    )
+    return tuple(zip(release, places[before : before + len(release)], strict=False))

@@ -21,8 +21,8 @@ def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
 
 
 def releases_of(sessions: Iterable[PartitionSession]) -> list[Ownership]:
-    """The records to release: those of the sessions ready for it, with no owner."""
-    return [replace(s.record, owner_id="") for s in sessions if s.ready]
+    """The records to release: those of the sessions ready for it, with no owner or their recipient's."""
+    return [replace(s.record, owner_id=s.release_to) for s in sessions if s.ready]
 
 
 def split_won(

@@ -76,6 +76,8 @@ class PartitionSession:
             (one balancing interval unless set); the checkpoint operator bounds its writes with it.
         state: See :class:`SessionState`.
         close_reason: Why the partition stream ended, once it did.
+        release_to: Who the record goes to when it is released: a recipient the planner chose for a handover
+            (:attr:`Plan.release_to <rxhubs.balancing.Plan.release_to>`), or ``""`` (no owner).
 
     Example:
         >>> from rxhubs import Ownership, PartitionContext
@@ -96,6 +98,7 @@ class PartitionSession:
         "context",
         "period",
         "record",
+        "release_to",
         "renewed_at",
         "restored_state",
         "state",
@@ -113,6 +116,7 @@ class PartitionSession:
         self.period: Ownership | None = None
         self.restored_state: Mapping[str, OperatorState] | None = None
         self.store_timeout: float | None = None
+        self.release_to = ""
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
         self._failer: ErrorSink | None = None

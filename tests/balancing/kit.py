@@ -42,6 +42,8 @@ class ProxyStore(CheckpointStore):
         self.silent = False
         self.calls: list[tuple[float, str]] = []
         self.writes: list[tuple[float, str, int]] = []
+        #: Every ownership record sent to ``claim_ownership``: (time, partition id, owner id).
+        self.claimed: list[tuple[float, str, str]] = []
         self.in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
 
@@ -65,6 +67,7 @@ class ProxyStore(CheckpointStore):
 
     async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
         claims = list(claims)
+        self.claimed += [(self.scheduler.clock, c.partition_id, c.owner_id) for c in claims]
         return await self._wrap("claim_ownership", lambda: self.inner.claim_ownership(claims))
 
     async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:

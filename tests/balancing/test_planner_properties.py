@@ -39,6 +39,23 @@ def snapshots(draw: st.DrawFn) -> tuple[list[str], list[Ownership], list[Ownersh
     return ids, records, presence
 
 
+@st.composite
+def held_snapshots(draw: st.DrawFn) -> tuple[list[str], list[Ownership], list[Ownership]]:
+    """Every partition held by a live owner (nothing claimable: where handovers go to a recipient)."""
+    ids = [str(i) for i in range(draw(st.integers(1, 40)))]
+    owners = draw(st.lists(st.sampled_from(OWNERS), min_size=1, max_size=3, unique=True))
+    records = [
+        Ownership(NS, HUB, GROUP, pid, draw(st.sampled_from(owners)), NOW - draw(st.floats(0, EXPIRY)), f"e{pid}")
+        for pid in ids
+    ]
+    newcomers = draw(st.lists(st.sampled_from(OWNERS), unique=True))
+    presence = [  # the owners and the newcomers cooperate, some presence records expired
+        Ownership(NS, HUB, PRESENCE, o, o, NOW - draw(st.sampled_from([0.0, 1.0, 2 * EXPIRY])), f"p{o}")
+        for o in sorted({*owners, *newcomers})
+    ]
+    return ids, records, presence
+
+
 def live_count(records: list[Ownership], ids: list[str], owner: str) -> int:
     return sum(
         1
@@ -79,6 +96,45 @@ def test_claims_from_one_snapshot_never_collide(snapshot: tuple[list[str], list[
         for o in plan(records, ids, me, NOW, SETTINGS, presence=presence).claim:
             assert o.partition_id not in claimed, (o.partition_id, claimed[o.partition_id], me)
             claimed[o.partition_id] = me
+
+
+@given(st.one_of(snapshots(), held_snapshots()), st.sampled_from(["greedy", "balanced"]))
+def test_handovers_from_one_snapshot_go_to_cooperating_owners_below_target_and_never_past_it(
+    snapshot: tuple[list[str], list[Ownership], list[Ownership]], strategy: str
+) -> None:
+    """Every owner above target that sees the same records deals its surplus out the same way: each recipient is a
+    cooperating owner below its target, and all the owners together hand it no more than it lacks."""
+    ids, records, presence = snapshot
+    settings = BalancingSettings(INTERVAL, EXPIRY, strategy)  # type: ignore[arg-type]
+    cooperating = {p.owner_id for p in presence if (p.last_modified_time or 0) + EXPIRY >= NOW}
+    handed: dict[str, list[str]] = {}
+    for me in sorted(cooperating):
+        p = plan(records, ids, me, NOW, settings, presence=presence)
+        assert {pid for pid, _ in p.release_to} <= set(p.release)
+        if p.release_to:
+            assert all(
+                r.owner_id and (r.last_modified_time or 0) + EXPIRY >= NOW
+                for r in records if r.partition_id in ids
+            ) and {r.partition_id for r in records} >= set(ids)  # only when nothing is claimable
+        for pid, recipient in p.release_to:
+            assert recipient != me and recipient in cooperating
+            handed.setdefault(recipient, []).append(pid)
+    for recipient, pids in handed.items():
+        lacking = plan(records, ids, recipient, NOW, settings, presence=presence)
+        assert len(set(pids)) == len(pids)
+        assert live_count(records, ids, recipient) + len(pids) <= lacking.target, (recipient, pids)
+
+
+def test_two_owners_above_target_hand_their_surpluses_to_different_newcomers() -> None:
+    """a and c hold 4 each; b and d join: a hands its two to b, c its two to d (not all four to b)."""
+    ids = [str(i) for i in range(8)]
+    records = [Ownership(NS, HUB, GROUP, pid, "a" if int(pid) < 4 else "c", NOW - 1, f"e{pid}") for pid in ids]
+    presence = [Ownership(NS, HUB, PRESENCE, o, o, NOW - 1, f"p{o}") for o in "abcd"]
+    a = plan(records, ids, "a", NOW, SETTINGS, presence=presence)
+    c = plan(records, ids, "c", NOW, SETTINGS, presence=presence)
+    assert (a.release_to, c.release_to) == ((("2", "b"), ("3", "b")), (("6", "d"), ("7", "d")))
+    records[7] = Ownership(NS, HUB, GROUP, "7", "", NOW - 1, "e7")  # one released: claimable, so nothing is handed
+    assert plan(records, ids, "a", NOW, SETTINGS, presence=presence).release_to == ()
 
 
 @given(snapshots(), st.sampled_from(OWNERS))

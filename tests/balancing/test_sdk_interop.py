@@ -49,14 +49,27 @@ def test_the_balanced_strategy_moves_one_partition_per_round_with_the_real_loop(
     from tests.balancing.kit import Group
 
     g = Group(8, interval=10.0)
-    g.add("a", at=0.0)  # greedy: claims all 8 at once, hands 4 over at once
-    g.add("b", at=5.0, strategy="balanced")  # claims one per round (its first round: nothing to claim yet)
-    history: list[int] = []
-    for t in range(10, 80, 10):
+    g.add("a", at=0.0, strategy="balanced")  # claims one partition per round
+    g.add("b", at=5.0, strategy="balanced")  # likewise, from 5 s
+    history: list[tuple[int, int]] = []
+    for t in range(0, 80, 10):
         g.run(t + 9.0)
-        history.append(len(g.consumers["b"].owned))
-    assert history == [1, 2, 3, 4, 4, 4, 4]
+        history.append((len(g.consumers["a"].owned), len(g.consumers["b"].owned)))
+    assert history == [(1, 1), (2, 2), (3, 3), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4)]
     assert g.counts() == {"a": 4, "b": 4}
+
+
+def test_a_greedy_owner_hands_its_whole_surplus_to_a_balanced_newcomer_at_once() -> None:
+    """The balanced strategy limits what a consumer claims, steals and releases; what a greedy owner hands to it is
+    its own at once (were it released instead, the partitions the newcomer does not claim yet would go unread)."""
+    from tests.balancing.kit import Group
+
+    g = Group(8, interval=10.0)
+    g.add("a", at=0.0)
+    g.add("b", at=5.0, strategy="balanced")
+    g.run(12.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    assert g.readers_per_partition() and all(len(r) == 1 for r in g.readers_per_partition().values())
 
 
 def sdk_rules(owner_id: str, ownership_timeout: float) -> Any:

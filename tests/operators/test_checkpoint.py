@@ -233,6 +233,8 @@ def test_writes_per_partition_per_interval_in_a_balanced_group() -> None:
     for consumer in g.consumers.values():  # each owner writes at most once per 5 s per partition
         for pid in g.hub.partition_ids:
             times = [t for t, p, _ in consumer.store.writes if p == pid]
+            if pid not in consumer.owned:  # handed over: its last write is the flush before the release
+                times = times[:-1]
             assert all(b - a >= 5.0 - 1e-9 for a, b in itertools.pairwise(times)), times  # float clock sums
 
 
