@@ -5,7 +5,7 @@ consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the f
 (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). Around that moment the release is
 **imminent**: the owner lists, sees this consumer, stops reading what it hands over, finishes the batches in flight,
 writes their checkpoints and releases, all within a fraction of a second. So the loop lists the ownership records every
-:func:`imminent_gap` seconds (50 ms at most) from that moment for a short **window** (:func:`imminent_window`: the
+:func:`imminent_gap` seconds (20 ms at most) from that moment for a short **window** (:func:`imminent_window`: the
 store's timestamp resolution, which blurs when the owner renewed, plus a quarter of a second and the owner's
 :data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release shows. Once the
 owner is seen releasing (a round claimed released partitions while more are awaited, or the owner renewed since this
@@ -31,7 +31,7 @@ __all__ = ["LINGER", "Looks", "imminent_gap", "imminent_window", "look_gap"]
 #: (200 consumers joining at once all await).
 _LOOKS_PER_INTERVAL = 8
 #: Seconds between looks while a release is imminent (at most; less for intervals under 0.4 s).
-_IMMINENT_GAP = 0.05
+_IMMINENT_GAP = 0.02
 #: Seconds the owner reads on a partition it hands over while idle, waiting for its next batch (at most): the
 #: events that arrive meanwhile are served at once, and it stops right after a batch (``PartitionStream._close``).
 LINGER = 0.1
@@ -39,6 +39,8 @@ LINGER = 0.1
 #: store calls), its linger and its drain (the batches in flight, a checkpoint write, the release) take about
 #: 0.2 s.
 _IMMINENT_SPAN = 0.25 + LINGER
+#: Seconds within which two times are the same instant (virtual clocks count microseconds).
+_SAME_INSTANT = 1e-6
 
 
 def look_gap(interval: float) -> float:
@@ -52,11 +54,11 @@ def look_gap(interval: float) -> float:
 
 
 def imminent_gap(interval: float) -> float:
-    """Seconds between two looks while a release is imminent: 50 ms, or one look gap if that is shorter.
+    """Seconds between two looks while a release is imminent: 20 ms, or one look gap if that is shorter.
 
     Example:
         >>> imminent_gap(2.0), imminent_gap(10.0), imminent_gap(0.2)
-        (0.05, 0.05, 0.025)
+        (0.02, 0.02, 0.02)
     """
     return min(_IMMINENT_GAP, look_gap(interval))
 
@@ -146,8 +148,13 @@ class Looks:
         return due
 
     def _step(self, now: float, start: float, gap: float) -> float:
-        """The first point of the grid of ``gap`` from the round's start that is after ``now``, from ``start``."""
-        steps = max(math.floor((now - self._origin) / gap + 1e-9) + 1, math.ceil((start - self._origin) / gap - 1e-9))
+        """The first point of the grid of ``gap`` from the round's start that is after ``now``, from ``start``.
+
+        Times within a microsecond count as equal: a virtual clock keeps microseconds, so a look due at a grid point
+        runs at that point rounded, and the next one must still be a whole step later (not the same point again).
+        """
+        slack = _SAME_INSTANT / gap
+        steps = max(math.floor((now - self._origin) / gap + slack) + 1, math.ceil((start - self._origin) / gap - slack))
         return self._origin + steps * gap
 
     def due(self, now: float) -> float | None:

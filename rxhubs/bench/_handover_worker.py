@@ -7,7 +7,8 @@ wall time) for each event, ``claims`` and ``closes`` (wall times per partition, 
 ``store_calls`` (checkpoint-store requests, counted by a proxy around the store), ``connections`` (TCP
 connections this process held to the hub at SIGTERM), and the steps of each handover as the proxy and the
 receiver saw them (wall times per partition): ``won`` (a claim returned the partition as this consumer's),
-``released`` (a claim returned it with no owner), ``seen_released`` (a listing showed it with no owner),
+``released`` (a claim returned it with no owner, or another's), ``seen_released`` (a listing showed it with no
+owner, or handed to this consumer),
 ``checkpoint_reads`` (every ``list_checkpoints`` answer), ``opened`` (rxhubs: the receiver's link attached),
 ``delivered`` (a batch reached the user's function, before its work).
 """
@@ -35,7 +36,9 @@ WORK_S = 0.02  # per batch, so a batch is in flight when ownership moves
 class Record:
     """What one consumer saw."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner_id: str | None = None) -> None:
+        #: This consumer's owner id (rxhubs; None for the SDK, whose ids are its own)
+        self.owner_id = owner_id
         self.processed: list[tuple[str, int, float]] = []
         self.claims: dict[str, list[float]] = defaultdict(list)
         self.closes: dict[str, list[float]] = defaultdict(list)
@@ -66,9 +69,12 @@ class Record:
             if verb == "list_ownership":
                 if not owner:
                     self.seen_released.setdefault(pid, now)
-            elif owner:
+                elif owner == self.owner_id and pid not in self.won:  # handed to this consumer: no claim of its own
+                    self.seen_released.setdefault(pid, now)
+                    self.won[pid] = now
+            elif owner and (self.owner_id is None or owner == self.owner_id):
                 self.won.setdefault(pid, now)
-            else:
+            else:  # released, or handed to another consumer
                 self.released.setdefault(pid, now)
 
     def first_delivered(self, partition_id: str) -> None:
@@ -256,7 +262,7 @@ def main() -> None:
     parser.add_argument("--container", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    record = Record()
+    record = Record(args.owner if args.impl == "rxhubs" else None)
     if os.environ.get("RXHUBS_BENCH_DEBUG"):  # the consumer's log, with wall times, on stderr
         logging.basicConfig(level=logging.DEBUG, format="%(created).3f %(name)s %(message)s")
         for noisy in ("azure", "asyncio", "uamqp"):
