@@ -4,10 +4,10 @@
 * ``tests.support.azurite``: ``azurite`` (session, can be stopped and restarted) and ``blob_container``;
 * ``tests.support.postgres``: ``postgres`` (session: a PostgreSQL 15 server) and ``pg_database``.
 
-``make test`` runs the suite in parallel processes (pytest-xdist, ``-n 4``): a "session" is then one worker's,
+``make test`` runs the suite in parallel processes (pytest-xdist, ``-n 6``): a "session" is then one worker's,
 so each worker starts its own emulator and Azurite, on its own free ports, and ``tmp_path`` is per worker too.
 Nothing in the suite may use a fixed port or write into the work tree. Tests are handed out one at a time as
-workers free up, heaviest first; a few groups run on one worker each (:func:`_scope`).
+workers free up, longest first; a few groups run on one worker each (:func:`_scope`).
 """
 
 from __future__ import annotations
