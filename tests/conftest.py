@@ -4,10 +4,10 @@
 * ``tests.support.azurite``: ``azurite`` (session, can be stopped and restarted) and ``blob_container``;
 * ``tests.support.postgres``: ``postgres`` (session: a PostgreSQL 15 server) and ``pg_database``.
 
-``make test`` runs the suite in parallel processes (pytest-xdist, ``-n 4``): a "session" is then one worker's,
+``make test`` runs the suite in parallel processes (pytest-xdist, ``-n 6``): a "session" is then one worker's,
 so each worker starts its own emulator and Azurite, on its own free ports, and ``tmp_path`` is per worker too.
 Nothing in the suite may use a fixed port or write into the work tree. Tests are handed out one at a time as
-workers free up, heaviest first; a few groups run on one worker each (:func:`_scope`).
+workers free up, longest first; a few groups run on one worker each (:func:`_scope`).
 """
 
 from __future__ import annotations
@@ -49,16 +49,65 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist's scheduling by work unit, one test per unit except the groups of :func:`_scope`.
 
     (``--dist loadgroup`` would do with ``xdist_group`` marks, but pytest-xdist 3.8 cannot rename the nodes of
-    pytest 9, so its groups are ignored.) Units go out largest first, then in collection order (heaviest
-    first, above), one at a time as workers free up.
+    pytest 9, so its groups are ignored.) Units go out longest first (:func:`_unit_seconds`), then in
+    collection order (heaviest first, above), one at a time as workers free up. (pytest-xdist's own order,
+    most tests first, started tests/cli/test_cli_bad_input.py's 52 quick tests before the Spark lanes.)
     """
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # the queue is in collection order; sorted below
+
     class Scheduling(LoadScopeScheduling):
+        _sorted = False
+
         def _split_scope(self, nodeid: str) -> str:
             return _scope(config.rootpath, nodeid)
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._sorted:  # the queue is complete when the first unit goes out
+                units = sorted(self.workqueue.items(), key=lambda unit: -_unit_seconds(unit[1]))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self._sorted = True
+            super()._assign_work_unit(node)
+
     return Scheduling(config, log)
+
+
+#: Seconds the longest tests took at ``-n 4`` on the 2-core machine (2026-11-26), by node id, by node id
+#: without its parameters, or by module (each of its tests): only to start the longest work units first.
+#: Any other test counts :data:`_OTHER_SECONDS`.
+_SECONDS: dict[str, float] = {
+    "tests/spark/test_discovery.py": 80,
+    "tests/bench/test_chaos_run.py": 70,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark-source]": 67,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[silent]": 43,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark]": 40,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[handover]": 35,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures": 14,
+    "tests/test_build.py::test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example": 58,
+    "tests/test_examples.py::test_example_runs[spark_streaming_source]": 39,
+    "tests/test_examples.py::test_example_runs[spark_parquet]": 33,
+    "tests/test_examples.py::test_example_runs": 8,
+    "tests/spark/test_source.py": 10,
+    "tests/spark/test_dataframe.py": 3,
+    "tests/faults/test_exactly_once_kill.py": 34,
+    "tests/faults/test_state_kill.py": 27,
+    "tests/faults/test_store_silent.py::"
+    "test_a_silent_store_path_changes_no_ownership_before_the_expiry_and_gives_it_up_after": 24,
+    "tests/emulator/test_official_samples.py": 4,
+    "tests/cli/test_demo.py::test_demo_runs_end_to_end_and_loses_nothing": 16,
+}
+_OTHER_SECONDS = 0.5
+
+
+def _unit_seconds(nodeids: Any) -> float:
+    """About how long a work unit (node ids) runs: the sum of :data:`_SECONDS` over its tests."""
+    total = 0.0
+    for nodeid in nodeids:
+        keys = (nodeid, nodeid.split("[", 1)[0], nodeid.split("::", 1)[0])
+        total += next((_SECONDS[k] for k in keys if k in _SECONDS), _OTHER_SECONDS)
+    return total
 
 
 _SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")

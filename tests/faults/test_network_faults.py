@@ -24,6 +24,7 @@ from reactivex import operators as ops
 import rxhubs
 from rxhubs import EventBatch, EventHub, partition_batches
 from rxhubs.errors import TransportError
+from rxhubs.stores import SqliteCheckpointStore
 from rxhubs.testing import FaultProxy
 from rxhubs.transport._direct import DIRECT_VARIABLE
 from tests.faults.kit import wait_until
@@ -111,6 +112,37 @@ def test_one_second_latency_each_way(run: Run) -> None:
     assert min(delayed) >= 1.0, min(delayed)
     assert stats.connections_reset == stats.connections_cut == 0
     assert not retried_only(run)  # a slow path is not a dead one
+
+
+class _SlowStore(SqliteCheckpointStore):
+    """Each store call 0.3 s slower: a loaded machine, or a store farther away than the hub."""
+
+    async def _run(self, verb: str, function: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await super()._run(verb, function)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known weakness: a renewal is credited from the start of its balancing round, before the partition-id "
+    "refresh through the hub (bounded by one interval) and the two listings, so a slow hub path plus slow "
+    "store calls add up past a 3x-interval expiry (rxhubs/balancing/_loop.py: _apply(..., started))"))
+def test_one_second_latency_each_way_keeps_ownership_with_a_3_s_expiry_and_slow_store_calls(
+    emulator_factory: Any, tmp_path: Path, quiet_sdk: None
+) -> None:
+    # without the latency the same slow store keeps its partitions (renewals about 1.9 s apart)
+    emulator = emulator_factory(hubs={"faults": 4})
+    conn = emulator.connection_string("faults")
+    with proxy_to(emulator.port, seed=25) as proxy:
+        run = Run(conn, proxy, tmp_path, Producer(conn), {"ownership_expiration": 3.0})
+        run.a.store_factory = lambda: _SlowStore(tmp_path / "cp.sqlite")
+        with run:
+            fault_from = time.time()
+            proxy.latency(1.0)
+            time.sleep(4.0)
+            proxy.heal()
+            fault_to = time.time()
+            expected = run.drain()
+            run.check(expected, fault_from, fault_to)
 
 
 @pytest.mark.parametrize("run", [{"producer": {"body_size": 1000}}], indirect=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
@@ -138,7 +139,7 @@ async def test_positions_survive_checkpoints_and_log_cleanup(tmp_path: Path) -> 
 async def test_transform_shapes_the_rows_and_a_failing_one_commits_nothing(tmp_path: Path) -> None:
     def shape(table: Any) -> Any:
         return table.select(["partition", "sequenceNumber", "body"]).append_column(
-            "size", pa.compute.binary_length(table.column("body")))
+            "size", pc.binary_length(table.column("body")))
 
     sink = DeltaSink(tmp_path / "t", transform=shape)
     await sink.commit([batch("0", 0, 2)], owned=always)
