@@ -12,7 +12,7 @@ from rxhubs._rx import Signal
 from rxhubs._state import decode
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._planner import BalancingSettings, Plan
-from rxhubs.balancing._records import split_won
+from rxhubs.balancing._records import next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import Fenced, StoreCalls
 from rxhubs.errors import OwnershipLostError, StateError
@@ -51,6 +51,8 @@ class Holdings:
     store: CheckpointStore
     calls: StoreCalls
     _stopping: RevokeReason | None
+    last_plan: Plan | None
+    _last_early: float
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
@@ -251,3 +253,20 @@ class Holdings:
         failures = self.failures[partition_id] = self.failures.get(partition_id, 0) + 1
         wait = self.settings.load_balancing_interval * min(2 ** (failures - 1), 32)
         self.avoid[partition_id] = self._now() + wait
+
+    def _handed_to_me(self, decision: Plan) -> dict[str, Ownership]:
+        """Live records naming this consumer that it holds no session for: handed to it by their former owner.
+
+        It starts reading them as they were listed, without a claim (the record is its own already), and renews
+        them from its next round on.
+        """
+        return {o.partition_id: o for o in decision.renew if o.partition_id not in self.sessions}
+
+    # -- time ------------------------------------------------------------------------------------------------
+    def _due_after(self, started: float) -> float:
+        """When the next round is due after a successful one that began at ``started``."""
+        expiry = self.last_plan.earliest_expiry if self.last_plan is not None else None
+        due, early = next_round(started, self.settings.load_balancing_interval, expiry, self._last_early, self._now())
+        if early:
+            self._last_early = due
+        return due

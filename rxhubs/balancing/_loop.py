@@ -47,7 +47,7 @@ from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
-from rxhubs.balancing._records import next_round, presence_etag, releases_of, split_won
+from rxhubs.balancing._records import presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
 from rxhubs.stores import CheckpointStore
@@ -240,12 +240,15 @@ class BalancingLoop(Holdings):
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             sent = [*(o for o in claims if o.partition_id not in handed), *releases]
+            # renewals count from when the claim is sent (the store stamps them no earlier), not from the start of
+            # the round: a slow partition-id refresh and slow listings must not eat into the ownership expiration
+            sent_at = self._now()
             won, read = await self._claim_and_read([*sent, self._presence_record(presence, self.owner_id)],
                                                    decision, bool(handed))
         except Exception as exc:
             self._round_failed(exc)
             return
-        self._apply(decision, claims, releases, [*won, *handed.values()], started)
+        self._apply(decision, claims, releases, [*won, *handed.values()], sent_at)
         try:
             checkpoints = await self._checkpoints_of_claimed(read)
         except Exception as exc:
@@ -385,14 +388,6 @@ class BalancingLoop(Holdings):
         self._looked = records, presence
         return True
 
-    def _handed_to_me(self, decision: Plan) -> dict[str, Ownership]:
-        """Live records naming this consumer that it holds no session for: handed to it by their former owner.
-
-        It starts reading them as they were listed, without a claim (the record is its own already), and renews
-        them from its next round on.
-        """
-        return {o.partition_id: o for o in decision.renew if o.partition_id not in self.sessions}
-
     async def _release_ready(self) -> None:
         releases = releases_of(self.sessions.values())
         try:
@@ -431,15 +426,6 @@ class BalancingLoop(Holdings):
         ns, hub, _ = self.group
         etag = self._presence_etag if presence is None else presence_etag(presence, self.owner_id)
         return Ownership(ns, hub, self.presence_group, self.owner_id, owner_id, None, etag)
-
-    # -- time ------------------------------------------------------------------------------------------------
-    def _due_after(self, started: float) -> float:
-        """When the next round is due after a successful one that began at ``started``."""
-        expiry = self.last_plan.earliest_expiry if self.last_plan is not None else None
-        due, early = next_round(started, self.settings.load_balancing_interval, expiry, self._last_early, self._now())
-        if early:
-            self._last_early = due
-        return due
 
     # -- the end -------------------------------------------------------------------------------------------
     def _finish(self, releases: list[Ownership]) -> None:
