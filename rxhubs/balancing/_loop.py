@@ -322,8 +322,12 @@ class BalancingLoop(Holdings):
 
     # -- the steps of a round ----------------------------------------------------------------------------------
     async def _partition_ids(self) -> tuple[str, ...] | None:
-        """The hub's partition ids, re-read every few rounds; None when reading them failed for good."""
-        if self.partition_ids is not None and self.rounds % _REFRESH_IDS_EVERY != 0:
+        """The hub's partition ids, re-read every round but while a handover is awaited; None if that failed for good.
+
+        (While awaiting, the round's listings would wait for the management call: up to 0.4 s on the emulator.)
+        """
+        awaiting = self.last_plan is not None and self.last_plan.awaiting > 0
+        if self.partition_ids is not None and (awaiting or self.rounds % _REFRESH_IDS_EVERY != 0):
             return self.partition_ids
         try:
             if self.partition_ids is None:

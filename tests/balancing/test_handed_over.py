@@ -29,3 +29,28 @@ def test_the_owner_writes_the_newcomer_into_the_records_and_the_newcomer_reads_w
     assert g.store_owners() == {**{str(p): "a" for p in range(4)}, **{p: "b" for p in handed}}
     assert not g.duplicates() and not g.missing() and not g.overlaps()
 
+
+
+
+def test_a_consumer_awaiting_a_handover_does_not_reread_the_partition_ids_until_it_is_over() -> None:
+    """The partition-id read is a management call its round's listings wait for: while a handover is awaited the
+    known ids serve, so the listing that shows the release is not held up; afterwards every round reads them.
+    a's batch in flight at its round of 10 s lasts until 15.5 s, so b's round of 15 s comes while it awaits."""
+    g = Group(8, interval=I, work=6.0)
+    reads: list[float] = []
+    ids = g.hub.get_partition_ids
+
+    async def counted() -> object:
+        reads.append(round(g.scheduler.clock, 3))
+        return await ids()
+
+    g.hub.get_partition_ids = counted  # type: ignore[method-assign]
+    g.add("a", at=0.0)
+    g.add("b", at=5.0)
+    _send = g.hub.send
+    g.at(9.5, lambda: [_send([b"x"], partition_id=str(p)) for p in range(8)])
+    g.run(40.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    assert [t for t in reads if 14.0 < t < 16.0] == []  # b's round of 15 s: awaiting, known ids
+    assert 5.0 in reads and [t for t in reads if 25.0 < t < 30.0]  # its first round; after the handover, again
+    assert not g.duplicates() and not g.missing()
