@@ -1,21 +1,20 @@
 """Looks: while a consumer awaits a handover, when it lists the records between rounds, and for how long.
 
-A round's plan says how many partitions cooperating owners above their target will hand over to this
-consumer (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
+A round's plan says how many partitions cooperating owners above their target will hand over to this consumer
+(:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`) and when the first of them balances next
 (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`). Around that moment the release is
 **imminent**: the owner lists, sees this consumer, stops reading what it hands over, finishes the batches in flight,
-writes their checkpoints and releases, all within a fraction of a second. So the loop lists the ownership records every
-:func:`imminent_gap` seconds (20 ms at most) from that moment for a short **window** (:func:`imminent_window`: the
-store's timestamp resolution, which blurs when the owner renewed, plus a quarter of a second and the owner's
-:data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release shows. Once the
-owner is seen releasing (a round claimed released partitions while more are awaited, or the owner renewed since this
-consumer began awaiting: it has balanced and is draining what it hands over), a window opens at once: an owner releases
-partition by partition as its streams drain, and a listing may have caught none or only the first of its writes; and
-another opens at the owner's next round (it may not have seen this consumer's presence yet).
-Looks stay on a grid from the consumer's own round (so consumers that
-joined together do not look in step). They stop when nothing is awaited any more, or one ownership expiration
-after they began (an owner that never finishes its handover does not cost store calls forever). In steady
-state nothing is awaited and nothing is looked at.
+writes their checkpoints and releases, all within a fraction of a second. So the loop lists the ownership records
+every :func:`imminent_gap` seconds (20 ms at most) from that moment for a short **window** (:func:`imminent_window`:
+the store's timestamp resolution, which blurs when the owner renewed, plus a quarter of a second and the owner's
+:data:`LINGER`), and every :func:`look_gap` seconds outside it; it runs its round as soon as a release shows. Once
+the owner is seen releasing (a round claimed released partitions while more are awaited, or the owner renewed since
+this consumer began awaiting: it has balanced and is draining what it hands over), a window opens at once: an owner
+releases partition by partition as its streams drain, and a listing may have caught none or only the first of its
+writes; and another opens at the owner's next round (it may not have seen this consumer's presence yet). Looks stay
+on a grid from the consumer's own round (so consumers that joined together do not look in step). They stop when
+nothing is awaited any more, or one ownership expiration after they began (an owner that never finishes its handover
+does not cost store calls forever). In steady state nothing is awaited and nothing is looked at.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import math
 
 from rxhubs.balancing._planner import BalancingSettings, Plan
 
-__all__ = ["LINGER", "Looks", "imminent_gap", "imminent_window", "look_gap"]
+__all__ = ["LINGER", "SAME_INSTANT", "Looks", "imminent_gap", "imminent_window", "look_gap"]
 
 #: While awaiting a handover, the records are listed this many times per interval outside the windows where a
 #: release is imminent. More would find a late release sooner but multiply the store calls of a mass join
@@ -40,7 +39,7 @@ LINGER = 0.1
 #: 0.2 s.
 _IMMINENT_SPAN = 0.25 + LINGER
 #: Seconds within which two times are the same instant (virtual clocks count microseconds).
-_SAME_INSTANT = 1e-6
+SAME_INSTANT = 1e-6
 
 
 def look_gap(interval: float) -> float:
@@ -153,7 +152,7 @@ class Looks:
         Times within a microsecond count as equal: a virtual clock keeps microseconds, so a look due at a grid point
         runs at that point rounded, and the next one must still be a whole step later (not the same point again).
         """
-        slack = _SAME_INSTANT / gap
+        slack = SAME_INSTANT / gap
         steps = max(math.floor((now - self._origin) / gap + slack) + 1, math.ceil((start - self._origin) / gap - slack))
         return self._origin + steps * gap
 

@@ -19,7 +19,7 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
    partitions for it) it looks: lists the records and the presence records, from the moment the releasing
-   owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 50 ms
+   owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 20 ms
    while the release is imminent and every :func:`~rxhubs.balancing._looks.look_gap` seconds otherwise, and
    runs the round from the look's listings as soon as a release shows, for at most one ownership expiration
    per handover (store calls rise only then; when to look is :class:`~rxhubs.balancing._looks.Looks`);
@@ -45,7 +45,7 @@ from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, deadline, from_coroutine, sleep
 from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import LoopListener, RevokeReason
-from rxhubs.balancing._looks import Looks
+from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import presence_etag, releases_of, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
@@ -281,11 +281,11 @@ class BalancingLoop(Holdings):
                 continue
             now = self._now()
             remaining = self._next_round - now
-            if remaining < 1e-6:  # due (a virtual clock keeps microseconds: a shorter wait would not advance it)
+            if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
                 return
             look = self._looks.due(now)
             if look is not None and look < self._next_round:
-                if look - now < 1e-6:  # (virtual clocks count microseconds)
+                if look - now < SAME_INSTANT:
                     if await self._handed_over():
                         return
                     continue

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,15 @@ def reset_for_three_seconds(run: Run) -> tuple[float, float]:
     return fault_from, time.time()
 
 
+def for_four_seconds(proxy: FaultProxy, inject: Callable[[], object]) -> tuple[float, float]:
+    """Inject a fault through ``proxy``, let it last 4 s, heal it; when it began and ended (wall clock)."""
+    fault_from = time.time()
+    inject()
+    time.sleep(4.0)
+    proxy.heal()
+    return fault_from, time.time()
+
+
 def test_rst_on_every_connection(run: Run) -> None:
     fault_from, fault_to = reset_for_three_seconds(run)
     expected = run.drain()
@@ -96,11 +105,7 @@ def test_rst_on_every_connection_public_receive_path(public_receive_path: None, 
 
 def test_one_second_latency_each_way(run: Run) -> None:
     proxy = run.proxy
-    fault_from = time.time()
-    proxy.latency(1.0)
-    time.sleep(4.0)
-    proxy.heal()
-    fault_to = time.time()
+    fault_from, fault_to = for_four_seconds(proxy, lambda: proxy.latency(1.0))
     stats = proxy.stats
     expected = run.drain()
     run.check(expected, fault_from, fault_to)
@@ -135,11 +140,7 @@ def test_one_second_latency_each_way_keeps_ownership_with_a_3_s_expiry_and_slow_
         run = Run(conn, proxy, tmp_path, Producer(conn), {"ownership_expiration": 3.0})
         run.a.store_factory = lambda: _SlowStore(tmp_path / "cp.sqlite")
         with run:
-            fault_from = time.time()
-            proxy.latency(1.0)
-            time.sleep(4.0)
-            proxy.heal()
-            fault_to = time.time()
+            fault_from, fault_to = for_four_seconds(proxy, lambda: proxy.latency(1.0))
             expected = run.drain()
             run.check(expected, fault_from, fault_to)
 
@@ -147,11 +148,7 @@ def test_one_second_latency_each_way_keeps_ownership_with_a_3_s_expiry_and_slow_
 @pytest.mark.parametrize("run", [{"producer": {"body_size": 1000}}], indirect=True)
 def test_20_kb_per_second(run: Run) -> None:
     proxy = run.proxy
-    fault_from = time.time()
-    proxy.bandwidth(20_000)
-    time.sleep(4.0)
-    proxy.heal()
-    fault_to = time.time()
+    fault_from, fault_to = for_four_seconds(proxy, lambda: proxy.bandwidth(20_000))
     expected = run.drain()
     run.check(expected, fault_from, fault_to)
     # a's two partitions carry about 200 KB/s: a backlog built up behind the thin pipe, drained after the heal
