@@ -80,11 +80,7 @@ class Holdings:
                     log.info("balancing: partition %s was taken over by another consumer", pid)
                     self._lose(pid, "taken")
             elif session is None:
-                ns, hub, group = self.group
-                self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
-                self.sessions[pid].store_timeout = self.settings.store_timeout or self.settings.load_balancing_interval
-                stolen = any(o.partition_id == pid for o in decision.steal)
-                _telemetry.hooks.claimed(self.sessions[pid].context, self.owner_id, stolen)
+                self._new_session(pid, record, sent_at, decision)
             else:
                 session.record, session.renewed_at = record, sent_at
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
@@ -109,20 +105,50 @@ class Holdings:
                 session.state = SessionState.READING
                 self.listener.on_acquired(session, checkpoints.get(pid))
 
+    def _new_session(self, pid: str, record: Ownership, sent_at: float, decision: Plan) -> PartitionSession:
+        ns, hub, group = self.group
+        session = self.sessions[pid] = PartitionSession(PartitionContext(ns, hub, group, pid), record, sent_at)
+        session.store_timeout = self.settings.store_timeout or self.settings.load_balancing_interval
+        stolen = any(o.partition_id == pid for o in decision.steal)
+        _telemetry.hooks.claimed(session.context, self.owner_id, stolen)
+        return session
+
     async def _claim_and_read(
-        self, sent: list[Ownership], decision: Plan, handed: bool = False
+        self, sent: list[Ownership], decision: Plan, handed: dict[str, Ownership], sent_at: float
     ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
         """Claim ``sent``; when partitions are gained without a steal, read the checkpoints meanwhile.
 
         Gained: released or expired partitions claimed, or partitions handed to this consumer (``handed``). Their
         checkpoints are final already: an owner writes a partition's checkpoint before it releases it, and the listing
         that showed the release came before this read (an expired owner writes no more). Not for steals (the owner still
-        reads), fenced stores (the fence reads them) or while stopping.
+        reads), fenced stores (the fence reads them) or while stopping. The partitions handed over start as soon as
+        their checkpoints are read (:meth:`_start_handed`), without waiting for the claim of the rest.
         """
-        gaining = decision.claim or handed
+        gaining = decision.claim or bool(handed)
         if not gaining or decision.steal or is_fenced(self.store) or self._stopping is not None:
             return await self.calls.claim(sent), None
-        return await self.calls.claim_reading_checkpoints(sent)
+
+        def start_handed(checkpoints: dict[str, Checkpoint]) -> None:
+            self._start_handed(handed, checkpoints, sent_at, decision)
+
+        return await self.calls.claim_reading_checkpoints(sent, start_handed if handed else None)
+
+    def _start_handed(
+        self, handed: dict[str, Ownership], checkpoints: dict[str, Checkpoint], sent_at: float, decision: Plan
+    ) -> None:
+        """Start reading the partitions handed to this consumer, while the round's claim is still in flight.
+
+        Their records name it already, so nothing that claim (this consumer's presence, its renewals) answers can
+        change that; waiting for it would only add a store call's time to the handover. :meth:`_apply` then renews
+        them like the rest.
+        """
+        if self._stopping is not None:
+            return
+        for pid, record in handed.items():
+            if pid not in self.sessions:
+                session = self._new_session(pid, record, sent_at, decision)
+                session.state = SessionState.READING
+                self.listener.on_acquired(session, checkpoints.get(pid))
 
     async def _checkpoints_of_claimed(self, read: dict[str, Checkpoint] | None = None) -> dict[str, Checkpoint]:
         """The stored checkpoints, if partitions were just gained (none are read while stopping).

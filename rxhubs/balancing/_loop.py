@@ -244,7 +244,7 @@ class BalancingLoop(Holdings):
             # the round: a slow partition-id refresh and slow listings must not eat into the ownership expiration
             sent_at = self._now()
             won, read = await self._claim_and_read([*sent, self._presence_record(presence, self.owner_id)],
-                                                   decision, bool(handed))
+                                                   decision, handed, sent_at)
         except Exception as exc:
             self._round_failed(exc)
             return

@@ -111,18 +111,22 @@ class StoreCalls:
         return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
 
     async def claim_reading_checkpoints(
-        self, records: Sequence[Ownership]
+        self, records: Sequence[Ownership], on_read: Callable[[dict[str, Checkpoint]], None] | None = None
     ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
         """:meth:`claim`, and the checkpoints read meanwhile (None if that read failed: read them again after).
 
-        Concurrent under asyncio, the read first in virtual time.
+        Concurrent under asyncio, the read first in virtual time. ``on_read`` gets the checkpoints as soon as they
+        are read, while the claim may still be in flight.
         """
 
         async def read() -> dict[str, Checkpoint] | None:
             try:
-                return await self.checkpoints()
+                checkpoints = await self.checkpoints()
             except Exception:
                 return None
+            if on_read is not None:
+                on_read(checkpoints)
+            return checkpoints
 
         if current_stepper() is not None:
             checkpoints = await read()

@@ -4,6 +4,8 @@ shows it, without a claim of its own; nothing is processed twice or lost."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.balancing.kit import Group
@@ -54,3 +56,28 @@ def test_a_consumer_awaiting_a_handover_does_not_reread_the_partition_ids_until_
     assert [t for t in reads if 14.0 < t < 16.0] == []  # b's round of 15 s: awaiting, known ids
     assert 5.0 in reads and [t for t in reads if 25.0 < t < 30.0]  # its first round; after the handover, again
     assert not g.duplicates() and not g.missing()
+
+
+def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_read() -> None:
+    """Its round's claim (its presence, its renewals) answers nothing about a record that names it already, so the
+    partitions handed over start while it is in flight: a store call sooner. Each store call takes 0.5 s here."""
+    g = Group(8, interval=I, fenced=False, latency=0.5, work=0.05, checkpoint_interval=1.0)
+    g.traffic(0.5, 14.0, every=0.25)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    emitted: dict[str, float] = {}
+    on_stream = b._on_stream
+
+    def noted(stream: Any) -> None:
+        emitted.setdefault(stream.partition_id, g.scheduler.clock)
+        on_stream(stream)
+
+    b._on_stream = noted  # type: ignore[method-assign]
+    g.run(22.0)
+    handed = {"4", "5", "6", "7"}
+    assert b.owned == handed and set(emitted) == handed
+    assert not [pid for t, pid, _ in b.store.claimed if pid in handed and t < 15.0]  # handed, not claimed
+    claims = [t for t, verb in b.store.calls if verb == "claim_ownership"]
+    for pid in handed:  # started while one of b's claims was in flight, not after it answered
+        assert any(t <= emitted[pid] < t + 0.5 for t in claims), (pid, emitted[pid], claims)
+    assert not g.duplicates() and not g.missing() and not g.overlaps()
