@@ -35,6 +35,7 @@ from rxhubs.stores._blob_client import (
     storage_error,
 )
 from rxhubs.stores._blob_fence import _FencedBlobWrites
+from rxhubs.stores._blob_listing import list_under
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
 from rxhubs.stores._contract import StatefulCheckpointStore
 
@@ -412,23 +413,21 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
 
     async def _list(self, prefix: str, verb: str) -> list[tuple[str, dict[str, str], str | None, float | None]]:
         """``(partition id, lower-cased metadata, etag, last modified)`` of each blob right under ``prefix``."""
-        found: list[tuple[str, dict[str, str], str | None, float | None]] = []
         try:
-            async for blob in self._client.list_blobs(name_starts_with=prefix, include=["metadata"]):
-                partition_id = blob.name[len(prefix) :]
-                if not partition_id or "/" in partition_id:
-                    logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, blob.name, prefix)
-                    continue
-                # An empty metadata value (a released owner) is listed as None: read it as "".
-                metadata = {str(k).lower(): "" if v is None else str(v) for k, v in (blob.metadata or {}).items()}
-                modified = blob.last_modified.timestamp() if blob.last_modified is not None else None
-                found.append((partition_id, metadata, normalize_etag(blob.etag), modified))
+            listed = await list_under(self._client, prefix)
         except ResourceNotFoundError as exc:
             if _code(exc) == ", ContainerNotFound":
                 return []
             raise self._error(exc, verb) from exc
         except (AzureError, OSError) as exc:
             raise self._error(exc, verb) from exc
+        found: list[tuple[str, dict[str, str], str | None, float | None]] = []
+        for name, metadata, etag, modified in listed:
+            partition_id = name[len(prefix) :]
+            if not partition_id or "/" in partition_id:
+                logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, name, prefix)
+                continue
+            found.append((partition_id, metadata, normalize_etag(etag), modified))
         return found
 
     # -- life cycle ------------------------------------------------------------------------------------
