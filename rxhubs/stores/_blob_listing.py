@@ -46,7 +46,8 @@ async def list_blobs(client: Any, prefix: str, page_size: int | None = None) -> 
             query += f"&marker={quote(marker, safe='')}"
         if page_size is not None:
             query += f"&maxresults={page_size}"
-        request = HttpRequest("GET", f"{url}?{query}", headers={"x-ms-version": version, "Accept": "application/xml"})
+        joined = f"{url}&{query}" if "?" in url else f"{url}?{query}"  # a SAS token in the URL stays in it
+        request = HttpRequest("GET", joined, headers={"x-ms-version": version, "Accept": "application/xml"})
         response = await send(request)
         if response.status_code != 200:
             return None

@@ -12,7 +12,7 @@ from azure.storage.blob.aio import ContainerClient
 from rxhubs import Ownership
 from rxhubs.stores import BlobCheckpointStore
 from rxhubs.stores import _blob_listing as listing
-from rxhubs.testing._azurite import Azurite
+from rxhubs.testing._azurite import ACCOUNT_KEY, Azurite
 from tests.stores.conftest import CG, HUB, NS
 
 pytestmark = pytest.mark.azurite
@@ -73,6 +73,36 @@ async def test_the_store_lists_with_it_and_falls_back_to_the_sdk_when_it_cannot(
     monkeypatch.setattr(listing, "list_blobs", refused)
     assert {o.partition_id: o.owner_id for o in await store.list_ownership(NS, HUB, CG)} == owners
     assert used == [True, None]
+
+
+async def test_a_store_on_a_sas_url_lists_with_it_too(
+    azurite: Azurite, blob_container: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SAS token is the URL's query: the listing's own parameters are added to it, not after a second '?'."""
+    from datetime import UTC, datetime, timedelta
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    sas = generate_container_sas(
+        "devstoreaccount1", blob_container, account_key=ACCOUNT_KEY,
+        permission=ContainerSasPermissions(read=True, write=True, create=True, list=True, add=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    used: list[bool] = []
+    fast = listing.list_blobs
+
+    async def counted(client: Any, prefix: str, page_size: int | None = None) -> Any:
+        result = await fast(client, prefix, page_size)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(listing, "list_blobs", counted)
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as keyed:
+        await keyed.claim_ownership([Ownership(NS, HUB, CG, "0", "a")])  # creates the container
+    async with BlobCheckpointStore(f"{azurite.blob_endpoint}?{sas}", blob_container) as store:
+        assert "sig=" in store._client.url  # type: ignore[union-attr]
+        assert [o.owner_id for o in await store.list_ownership(NS, HUB, CG)] == ["a"]
+    assert used == [True]
 
 
 def test_anything_but_a_listing_is_refused() -> None:
