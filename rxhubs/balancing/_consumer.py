@@ -224,6 +224,13 @@ class Consumer:
     def on_unreadable(self, session: PartitionSession, operation: str, error: Exception) -> None:
         self.report(session.context, operation, error)
 
+    def on_awaiting(self, count: int) -> None:
+        # a hub that can open its links' sessions ahead (rxhubs.EventHub: rxhubs/transport/_warm.py) does so now,
+        # for two intervals: the owner hands over at its next round
+        warm = getattr(self.hub, "_warm", None)
+        if warm is not None:
+            warm.prepare(self.consumer_group, count, ttl=2 * self.settings.balancing.load_balancing_interval)
+
     def on_error(self, operation: str, error: Exception) -> None:
         self.report(self._group_context(), operation, error)
 

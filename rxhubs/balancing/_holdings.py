@@ -11,6 +11,7 @@ from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
 from rxhubs._state import decode
 from rxhubs.balancing._listener import LoopListener, RevokeReason
+from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._records import next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
@@ -53,6 +54,7 @@ class Holdings:
     _stopping: RevokeReason | None
     last_plan: Plan | None
     _last_early: float
+    _looks: Looks
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
@@ -287,6 +289,13 @@ class Holdings:
         them from its next round on.
         """
         return {o.partition_id: o for o in decision.renew if o.partition_id not in self.sessions}
+
+    def _after_round(self, started: float) -> None:
+        """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
+        self._looks.after_round(self.last_plan, started)
+        plan = self.last_plan
+        if plan is not None and plan.awaiting > 0 and self._stopping is None:
+            self.listener.on_awaiting(plan.awaiting)
 
     # -- time ------------------------------------------------------------------------------------------------
     def _due_after(self, started: float) -> float:

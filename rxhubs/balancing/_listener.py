@@ -34,6 +34,9 @@ class LoopListener(Protocol):
         The loop releases it without reading it, and avoids it for a backoff.
         """
 
+    def on_awaiting(self, count: int) -> None:
+        """Other consumers will hand ``count`` partitions to this one soon: prepare to read them (after each round)."""
+
     def on_error(self, operation: str, error: Exception) -> None:
         """A balancing step failed (``"list"``, ``"claim"`` or ``"release"``); the loop retries it."""
 

@@ -257,7 +257,7 @@ class BalancingLoop(Holdings):
         self._start_claimed(checkpoints)
         self._attempt = 0
         self._next_round = self._due_after(started)
-        self._looks.after_round(self.last_plan, started)
+        self._after_round(started)
         self._arm_watchdog()
 
     def _round_failed(self, error: Exception) -> None:

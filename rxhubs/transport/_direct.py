@@ -27,6 +27,8 @@ from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
 from rxhubs.transport._liveness import LinkWatch
+from rxhubs.transport._warm import adopt
+from rxhubs.transport._warm import close_session as _close_warm
 
 __all__ = ["DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "sdk_version_supported"]
 
@@ -74,10 +76,13 @@ class _Cancels:
             raise asyncio.CancelledError
 
 
-async def _open(consumer: Any, watch: LinkWatch | None = None, cancels: _Cancels | None = None) -> None:
+async def _open(
+    consumer: Any, watch: LinkWatch | None = None, cancels: _Cancels | None = None, warm: Any | None = None
+) -> None:
     """The SDK consumer's ``_open``, without its 50 ms pause after each step of the handshake.
 
     ``watch.handler`` is set as soon as the SDK's receive client exists: a watchdog sees the handshake too.
+    ``warm``: a session opened ahead (:mod:`rxhubs.transport._warm`): only the link is attached, on it.
     """
     client = consumer._client
     if not all(hasattr(client, name) for name in _CLIENT_PARTS):
@@ -85,11 +90,14 @@ async def _open(consumer: Any, watch: LinkWatch | None = None, cancels: _Cancels
         return
     auth = await client._create_auth_async(auth_uri=client._auth_uri)
     consumer._create_handler(auth)
-    connection = await client._conn_manager_async.get_connection(endpoint=client._address.hostname, auth=auth)
     handler = consumer._handler
     if watch is not None:
         watch.handler = handler
-    await handler.open_async(connection=connection)
+    if warm is None or not adopt(handler, warm):
+        if warm is not None:
+            await _close_warm(warm)
+        connection = await client._conn_manager_async.get_connection(endpoint=client._address.hostname, auth=auth)
+        await handler.open_async(connection=connection)
     steps = 0
     while True:  # each step reads the socket until the service's reply (or the socket timeout)
         if await handler.client_ready_async():
@@ -170,6 +178,7 @@ async def receive_direct(
     opened: Callable[[Any], None] = lambda handler: None,
     watch: LinkWatch | None = None,
     open_timeout: float | None = None,
+    warm: Any | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -181,6 +190,7 @@ async def receive_direct(
     ``watch`` (for a :class:`~rxhubs.transport._liveness.Watchdog`) gets the SDK's receive client as soon as
     it exists, and ``watch.reading`` is False while the loop waits for room. Opening the link (connection,
     authentication, attach) taking more than ``open_timeout`` seconds raises a retriable ``TransportError``.
+    ``warm``: a session opened ahead to attach the link on (closed if it cannot be used).
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -191,6 +201,8 @@ async def receive_direct(
     )
     missing = [name for name in _CONSUMER_PARTS if not hasattr(consumer, name)]
     if missing:  # checked before any I/O: the caller falls back to the public path
+        if warm is not None:
+            await _close_warm(warm)
         raise NotImplementedError(f"azure-eventhub's consumer has no {', '.join(missing)}")
     # The SDK's message callback appends each message to consumer._message_buffer, during do_work_async, which
     # returns only after up to `prefetch` frames or a quiet socket: a trickle of events would sit there for
@@ -220,7 +232,7 @@ async def receive_direct(
         try:
             try:
                 async with asyncio.timeout(open_timeout):
-                    await _open(consumer, link, cancels)
+                    await _open(consumer, link, cancels, warm)
             except TimeoutError:
                 raise TransportError(
                     f"partition {partition_id}: the link did not open within {open_timeout:g} s (open_timeout)"

@@ -30,6 +30,7 @@ from rxhubs.transport._orphans import Orphans
 from rxhubs.transport._producer import send_batches
 from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 from rxhubs.transport._receiver import AzurePartitionReceiver
+from rxhubs.transport._warm import WarmSessions
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -168,6 +169,7 @@ class EventHub:
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
         self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
+        self._warm = WarmSessions(self._clients, settings.liveness.open_timeout)  # opened ahead of a handover
         self._closed = False
 
     @property
@@ -429,8 +431,7 @@ class EventHub:
         if self._closed:
             return
         self._closed = True
-        receivers = list(self._receivers)
-        await asyncio.gather(*(r.close() for r in receivers), return_exceptions=True)
+        await asyncio.gather(*(r.close() for r in list(self._receivers)), self._warm.close(), return_exceptions=True)
         await self._orphans.close(timeout=5.0)
         producers = [*self._retired, *([self._producer] if self._producer is not None else [])]
         self._producer, self._retired = None, []

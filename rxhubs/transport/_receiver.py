@@ -46,6 +46,7 @@ from rxhubs.transport._convert import (
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
+from rxhubs.transport._warm import WarmSessions
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -63,6 +64,7 @@ class ReceiverHost(Protocol):
 
     _secrets: tuple[str, ...]
     _liveness: Liveness
+    _warm: WarmSessions
 
     async def _check_partition(self, partition_id: str) -> None: ...
 
@@ -245,7 +247,7 @@ class AzurePartitionReceiver(ReceiverBase):
                         prefetch=self._prefetch, owner_level=self._owner_level,
                         track_last_enqueued_event_properties=self._track,
                         room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
-                        watch=link, open_timeout=liveness.open_timeout,
+                        watch=link, open_timeout=liveness.open_timeout, warm=self._hub._warm.take(c.consumer_group),
                     ), link.probe)
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path

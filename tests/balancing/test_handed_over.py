@@ -81,3 +81,27 @@ def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_r
     for pid in handed:  # started while one of b's claims was in flight, not after it answered
         assert any(t <= emitted[pid] < t + 0.5 for t in claims), (pid, emitted[pid], claims)
     assert not g.duplicates() and not g.missing() and not g.overlaps()
+
+
+def test_while_a_handover_is_awaited_the_hub_prepares_the_links_it_brings_and_a_steady_group_prepares_none() -> None:
+    """After each round that awaits partitions, a hub that can (``rxhubs.EventHub``'s warm sessions) is asked to
+    prepare that many links' sessions, kept two intervals; the owner, and everyone once the handover is done, ask
+    for none."""
+    g = Group(8, interval=I, work=0.05, checkpoint_interval=1.0)
+    g.traffic(0.5, 30.0, every=0.25)
+    asked: list[tuple[float, str, int, float]] = []
+
+    class Warm:
+        def prepare(self, consumer_group: str, count: int, ttl: float) -> None:
+            asked.append((round(g.scheduler.clock, 3), consumer_group, count, ttl))
+
+    g.hub._warm = Warm()  # type: ignore[attr-defined]
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(4.9)
+    assert asked == []  # a alone: nothing awaited
+    g.run(40.0)
+    assert b.owned == {"4", "5", "6", "7"}
+    assert asked and asked[0] == (5.0, "$Default", 4, 2 * I)  # b's first round: four partitions awaited
+    assert all(t < 15.0 and count == 4 for t, _, count, _ in asked)  # none once they arrived
+    assert not g.duplicates() and not g.missing()
