@@ -33,7 +33,10 @@ from rxhubs.errors import ConfigurationError, TransportError
 if TYPE_CHECKING:
     from rxhubs._models import PartitionContext
 
-__all__ = ["LinkWatch", "Liveness", "Watchdog", "already_warned", "bounded", "sdk_link", "stall_error", "watched"]
+__all__ = [
+    "LinkWatch", "Liveness", "Watchdog", "already_warned", "bounded", "own_the_decision", "sdk_link", "stall_error",
+    "watched",
+]
 
 _log = logging.getLogger("rxhubs.liveness")
 T = TypeVar("T")
@@ -110,7 +113,7 @@ def _last_frame(connection: Any) -> Any:
     return getattr(connection, "_last_frame_received_time", None), len(pending) if pending is not None else None
 
 
-def _own_the_decision(connection: Any) -> None:
+def own_the_decision(connection: Any) -> None:
     """Turn pyamqp's own idle check off once the Open is out (it counts backpressure as silence)."""
     if getattr(connection, "_idle_timeout", None) and getattr(connection.state, "name", "") in _OPEN_SENT:
         connection._idle_timeout = None
@@ -154,7 +157,7 @@ class Watchdog:
         if connection is None:
             self._heard = now
             return None
-        _own_the_decision(connection)
+        own_the_decision(connection)
         stamp = _last_frame(connection)
         if stamp != self._stamp or not reading:
             self._stamp, self._heard = stamp, now

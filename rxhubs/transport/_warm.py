@@ -23,6 +23,8 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
+from rxhubs.transport._liveness import own_the_decision
+
 __all__ = ["WarmSessions", "adopt", "close_session", "open_session"]
 
 _log = logging.getLogger("rxhubs.transport.azure")
@@ -164,6 +166,10 @@ async def open_session(client: Any, consumer_group: str) -> Any | None:
     except BaseException:
         await _close(handler)
         raise
+    # It is not read until a receiver takes it: pyamqp's own idle check would close it at that first read ("No frame
+    # received for the idle timeout"), so it is off, as on every receiver's connection once it is open; the
+    # receiver's watchdog decides (rxhubs.transport._liveness).
+    own_the_decision(handler._connection)
     return handler
 
 

@@ -81,3 +81,19 @@ async def test_sessions_nobody_takes_are_closed_after_the_last_prepare_and_with_
     kept = hub._warm._ready[GROUP][0]._connection
     await hub.close()
     assert kept.state.name == "END" and hub._warm.ready(GROUP) == 0
+
+
+async def test_a_session_that_waited_longer_than_the_idle_timeout_still_serves_its_receiver(
+    emulator: BackgroundEmulator,
+) -> None:
+    """Nothing reads a prepared session until a receiver takes it: pyamqp's own idle check would close it at that
+    first read. It is off on prepared sessions, as on every receiver's connection; the receiver's watchdog decides."""
+    async with EventHub.from_connection_string(emulator.connection_string("telemetry"), idle_timeout=1.0) as hub:
+        await hub.send([b"a", b"b"], partition_id="0")
+        hub._warm.prepare(GROUP, 1, ttl=60.0)
+        await until(lambda: hub._warm.ready(GROUP) == 1)
+        await asyncio.sleep(1.5)  # three times the idle timeout the connection asked for, unread
+        receiver = hub.receiver("0", owner_level=1)
+        assert seqs(await drain(receiver, 2)) == [0, 1]
+        assert hub._warm.taken == 1
+        await receiver.close()
