@@ -91,7 +91,7 @@ class WarmSessions:
             if _open(handler):
                 self.taken += 1
                 return handler
-            self._spawn(_close(handler))
+            self._spawn(close_session(handler))
         return None
 
     async def close(self) -> None:
@@ -102,7 +102,7 @@ class WarmSessions:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         handlers = [h for ready in self._ready.values() for h in ready]
         self._ready.clear()
-        await asyncio.gather(*(_close(h) for h in handlers), return_exceptions=True)
+        await asyncio.gather(*(close_session(h) for h in handlers), return_exceptions=True)
 
     async def _open(self, consumer_group: str) -> None:
         try:
@@ -118,7 +118,7 @@ class WarmSessions:
         if handler is None:
             return
         if self._closed or asyncio.get_running_loop().time() >= self._until.get(consumer_group, 0.0):
-            await _close(handler)
+            await close_session(handler)
             return
         self._ready.setdefault(consumer_group, deque()).append(handler)
         self.opened += 1
@@ -130,7 +130,7 @@ class WarmSessions:
         ready = self._ready.pop(consumer_group, deque())
         self.expired += len(ready)
         for handler in ready:
-            self._spawn(_close(handler))
+            self._spawn(close_session(handler))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work, name="rxhubs-warm-session")
@@ -164,7 +164,7 @@ async def open_session(client: Any, consumer_group: str) -> Any | None:
                 break
             await asyncio.sleep(0.0 if step < 32 else 0.002)
     except BaseException:
-        await _close(handler)
+        await close_session(handler)
         raise
     # It is not read until a receiver takes it: pyamqp's own idle check would close it at that first read ("No frame
     # received for the idle timeout"), so it is off, as on every receiver's connection once it is open; the
@@ -207,10 +207,6 @@ def _open(handler: Any) -> bool:
 
 async def close_session(handler: Any) -> None:
     """Close a session that was not used (best effort, bounded)."""
-    await _close(handler)
-
-
-async def _close(handler: Any) -> None:
     try:
         await asyncio.wait_for(handler.close_async(), _CLOSE_BOUND)
     except Exception as exc:  # best effort: the session was never used

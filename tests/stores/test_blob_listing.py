@@ -33,6 +33,18 @@ async def sdk_listing(client: ContainerClient, prefix: str) -> list[listing.List
     ]
 
 
+def counting(monkeypatch: pytest.MonkeyPatch, used: list[object]) -> None:
+    """Note in ``used`` whether each listing the store makes went through the store's own listing (True) or not."""
+    fast = listing.list_blobs
+
+    async def counted(client: Any, prefix: str, page_size: int | None = None) -> Any:
+        result = await fast(client, prefix, page_size)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(listing, "list_blobs", counted)
+
+
 async def test_the_listing_reads_what_the_sdk_reads_page_after_page(store: BlobCheckpointStore) -> None:
     await store.claim_ownership([Ownership(NS, HUB, CG, str(p), f"owner-{p % 3}") for p in range(7)])
     await store.claim_ownership([Ownership(NS, HUB, CG, "7", "")])  # released: an empty metadata value
@@ -55,14 +67,7 @@ async def test_the_store_lists_with_it_and_falls_back_to_the_sdk_when_it_cannot(
 ) -> None:
     await store.claim_ownership([Ownership(NS, HUB, CG, str(p), "a") for p in range(3)])
     used: list[object] = []
-    fast = listing.list_blobs
-
-    async def counted(client: Any, prefix: str, page_size: int | None = None) -> Any:
-        result = await fast(client, prefix, page_size)
-        used.append(result is not None)
-        return result
-
-    monkeypatch.setattr(listing, "list_blobs", counted)
+    counting(monkeypatch, used)
     owners = {o.partition_id: o.owner_id for o in await store.list_ownership(NS, HUB, CG)}
     assert owners == {"0": "a", "1": "a", "2": "a"} and used == [True]
 
@@ -88,15 +93,8 @@ async def test_a_store_on_a_sas_url_lists_with_it_too(
         permission=ContainerSasPermissions(read=True, write=True, create=True, list=True, add=True),
         expiry=datetime.now(UTC) + timedelta(hours=1),
     )
-    used: list[bool] = []
-    fast = listing.list_blobs
-
-    async def counted(client: Any, prefix: str, page_size: int | None = None) -> Any:
-        result = await fast(client, prefix, page_size)
-        used.append(result is not None)
-        return result
-
-    monkeypatch.setattr(listing, "list_blobs", counted)
+    used: list[object] = []
+    counting(monkeypatch, used)
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as keyed:
         await keyed.claim_ownership([Ownership(NS, HUB, CG, "0", "a")])  # creates the container
     async with BlobCheckpointStore(f"{azurite.blob_endpoint}?{sas}", blob_container) as store:
