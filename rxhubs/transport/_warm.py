@@ -138,6 +138,10 @@ class WarmSessions:
         task.add_done_callback(self._tasks.discard)
 
 
+async def _never_called(*_: Any) -> None:  # the SDK's consumer wants a callback; this one never receives
+    return None
+
+
 async def open_session(client: Any, consumer_group: str) -> Any | None:
     """A pyamqp receive client of ``client`` with its connection, session and CBS token open, its link not attached.
 
@@ -146,10 +150,8 @@ async def open_session(client: Any, consumer_group: str) -> Any | None:
     """
     if not all(hasattr(client, name) for name in ("_create_consumer", "_create_auth_async", "_auth_uri")):
         return None
-    from rxhubs.transport._direct import _no_callback
-
     consumer = client._create_consumer(
-        consumer_group, "0", "-1", _no_callback, prefetch=1, owner_level=None,
+        consumer_group, "0", "-1", _never_called, prefetch=1, owner_level=None,
         track_last_enqueued_event_properties=False, event_position_inclusive=False,
     )
     auth = await client._create_auth_async(auth_uri=client._auth_uri)
