@@ -41,7 +41,8 @@ EXPORTS = {
         "exactly_once", "process", "publish", "read_position", "scan_state", "window",
     },
     "rxhubs.tables": {
-        "COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "sink_for", "sqlite",
+        "COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "read_delta", "sink_for",
+        "sqlite",
     },
     "rxhubs.windows": {
         "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",
