@@ -38,6 +38,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("Tables (exactly once)", "rxhubs.tables",
      ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
+    ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [

@@ -76,6 +76,7 @@ EXPORTS = {
     "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
     "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
     "rxhubs.otel": {"instrument", "is_instrumented", "traced", "uninstrument"},
+    "rxhubs.operate": {"ResetPlan", "ResetRow", "reset_positions"},
 }
 
 
