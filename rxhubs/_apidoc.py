@@ -48,7 +48,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
     ]),
 ]
 

@@ -63,7 +63,8 @@ EXPORTS = {
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
-        "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
+        "AuthenticationError", "CheckpointOutOfRangeError", "ConfigurationError", "CorruptRecordError",
+        "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },

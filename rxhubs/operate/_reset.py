@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rxhubs._models import Checkpoint, Ownership, PartitionProperties, Position
+from rxhubs._models import Checkpoint, Ownership, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import ConfigurationError, NotFoundError, OwnershipConflictError
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store, is_fenced
-from rxhubs.transport._seek import first_sequence_number, next_sequence_number, read_one, sequence_at
+from rxhubs.transport._seek import checkpoint_before, first_sequence_number, next_sequence_number, read_one, sequence_at
 
 __all__ = ["ResetPlan", "ResetRow", "reset_positions"]
 
@@ -233,7 +233,9 @@ async def reset_positions(
         )
     if owners and not is_fenced(typed):
         raise ConfigurationError(f"--force needs a store that fences; {type(typed).__name__} does not")
-    checkpoints = [await _checkpoint(hub, ns, name, consumer_group, pid, resume[pid], props[pid]) for pid in resume]
+    checkpoints = [
+        await checkpoint_before(hub, PartitionContext(ns, name, consumer_group, p), resume[p], props[p]) for p in resume
+    ]
     await _write(typed, checkpoints)
     return ResetPlan(consumer_group, rows, owners, executed=True)
 
@@ -246,20 +248,6 @@ def _live_owners(records: list[Ownership], pids: set[str], expiration: float) ->
         if o.partition_id in pids and not o.is_released and renewed is not None and now - renewed < expiration:
             owners.setdefault(o.owner_id, []).append(o.partition_id)
     return {k: sorted(v, key=lambda p: (len(p), p)) for k, v in owners.items()}
-
-
-async def _checkpoint(
-    hub: Any, ns: str, name: str, group: str, pid: str, resume: int, props: PartitionProperties
-) -> Checkpoint:
-    """The checkpoint that makes readers resume at ``resume``: event ``resume - 1``, with its offset."""
-    if resume <= first_sequence_number(props):
-        return Checkpoint(ns, name, group, pid, "-1", resume - 1)
-    if resume == next_sequence_number(props):
-        return Checkpoint(ns, name, group, pid, props.last_enqueued_offset, resume - 1)
-    event = await read_one(hub, pid, group, Position.from_sequence_number(resume - 1, inclusive=True))
-    if event is None or event.sequence_number != resume - 1:
-        raise NotFoundError(f"partition {pid}: event {resume - 1} could not be read to find its offset")
-    return Checkpoint(ns, name, group, pid, event.offset, resume - 1)
 
 
 async def _write(store: CheckpointStore, checkpoints: list[Checkpoint]) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from rxhubs._models import Event, PartitionProperties, Position
+from rxhubs._models import Checkpoint, Event, PartitionContext, PartitionProperties, Position
+from rxhubs.errors import NotFoundError
 
-__all__ = ["first_sequence_number", "next_sequence_number", "read_one", "sequence_at"]
+__all__ = ["checkpoint_before", "first_sequence_number", "next_sequence_number", "read_one", "sequence_at"]
 
 #: How long :func:`sequence_at` waits for the one event it reads, at most.
 SEEK_WAIT = 10.0
@@ -87,3 +88,38 @@ async def sequence_at(
             return next_sequence_number(props)
     event = await read_one(hub, partition_id, consumer_group, position, max_wait)
     return event.sequence_number if event is not None else next_sequence_number(props)
+
+
+async def checkpoint_before(
+    hub: Any, context: PartitionContext, resume: int, props: PartitionProperties
+) -> Checkpoint:
+    """The checkpoint that makes every reader resume at sequence number ``resume``: event ``resume - 1``.
+
+    Its offset is the event's own (the official processor resumes from the offset), read from the partition
+    when it is not the last one. Resuming at the first retained event (or before) gives ``(first - 1, "-1")``:
+    offset -1 is the start of the stream for the official processor; KEDA then counts the whole backlog.
+
+    Raises:
+        NotFoundError: The event before ``resume`` could not be read.
+
+    Example:
+        >>> import asyncio
+        >>> from rxhubs.testing import InMemoryEventHub
+        >>> hub = InMemoryEventHub(partition_count=1)
+        >>> _ = hub.send([b"a", b"b", b"c"], partition_id="0")
+        >>> where = PartitionContext(hub.fully_qualified_namespace, "telemetry", "$Default", "0")
+        >>> cp = asyncio.run(checkpoint_before(hub, where, 0, hub.partition_properties("0")))
+        >>> cp.sequence_number, cp.offset
+        (-1, '-1')
+    """
+    c = context
+    key = (c.fully_qualified_namespace, c.eventhub_name, c.consumer_group, c.partition_id)
+    if resume <= first_sequence_number(props):
+        return Checkpoint(*key, "-1", first_sequence_number(props) - 1)
+    if resume >= next_sequence_number(props):
+        return Checkpoint(*key, props.last_enqueued_offset, props.last_enqueued_sequence_number)
+    before = Position.from_sequence_number(resume - 1, inclusive=True)
+    event = await read_one(hub, c.partition_id, c.consumer_group, before)
+    if event is None or event.sequence_number != resume - 1:
+        raise NotFoundError(f"partition {c.partition_id}: event {resume - 1} could not be read to find its offset")
+    return Checkpoint(*key, event.offset, resume - 1)
