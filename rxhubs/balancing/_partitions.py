@@ -39,7 +39,7 @@ from rxhubs.balancing._settings import (
     StartInput,
     default_owner_id,
 )
-from rxhubs.balancing._start_check import OutOfRangePolicy
+from rxhubs.balancing._start_check import OutOfRangePolicy, warn_keda_case
 from rxhubs.balancing._stream import PartitionStream
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources._settings import DEFAULT_READ
@@ -198,6 +198,7 @@ def partitions(
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)
+    warn_keda_case(hub.fully_qualified_namespace, hub.eventhub_name, checked_store)
     if positions is not None:
         if start is not None:
             raise ConfigurationError("start= and positions= do not combine: the table's position decides where"

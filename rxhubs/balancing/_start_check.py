@@ -41,7 +41,7 @@ from rxhubs.errors import CheckpointOutOfRangeError, ConfigurationError
 from rxhubs.stores import CheckpointStore, is_fenced
 from rxhubs.transport._seek import checkpoint_before, first_sequence_number, next_sequence_number, sequence_at
 
-__all__ = ["OutOfRangePolicy", "check_policy", "out_of_range", "seeded_start", "watch_range"]
+__all__ = ["OutOfRangePolicy", "check_policy", "out_of_range", "seeded_start", "warn_keda_case", "watch_range"]
 
 log = logging.getLogger("rxhubs.balancing")
 
@@ -65,6 +65,36 @@ def check_policy(policy: object) -> None:
         raise ConfigurationError(
             f"checkpoint_out_of_range must be 'earliest', 'latest', 'fail' or None, got {policy!r}"
         )
+
+
+def _is_blob(store: object) -> bool:
+    inner = getattr(store, "_sdk", None) or getattr(store, "store", None) or store
+    module = type(inner).__module__
+    return module.startswith(("rxhubs.stores._blob", "azure.eventhub.extensions.checkpointstoreblob"))
+
+
+def warn_keda_case(namespace: str, eventhub_name: str, store: object) -> bool:
+    """Log a WARNING if KEDA's Event Hubs scaler would not find this group's checkpoint blobs; True if it did.
+
+    The blob stores (rxhubs' and the official one) lower-case the whole blob name; KEDA lower-cases only the
+    consumer group, and uses the namespace and the hub as written in its trigger: with a capital letter in
+    either, it finds no checkpoint and counts every retained event (it scales to the maximum).
+
+    Example:
+        >>> from rxhubs.stores import BlobCheckpointStore
+        >>> store = BlobCheckpointStore.from_connection_string("UseDevelopmentStorage=true", "checkpoints")
+        >>> warn_keda_case("myns.servicebus.windows.net", "telemetry", store)
+        False
+    """
+    if not _is_blob(store) or (namespace == namespace.lower() and eventhub_name == eventhub_name.lower()):
+        return False
+    log.warning(
+        "checkpoint blobs of %s/%s are named in lower case (%s/%s, the official layout); KEDA's Event Hubs scaler"
+        " looks them up with the namespace and hub as written in its trigger: write them in lower case there,"
+        " or it finds no checkpoint and scales to the maximum", namespace, eventhub_name, namespace.lower(),
+        eventhub_name.lower(),
+    )
+    return True
 
 
 def out_of_range(sequence_number: int, props: PartitionProperties) -> Literal["ahead", "behind"] | None:
