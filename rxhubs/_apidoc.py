@@ -38,7 +38,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("Tables (exactly once)", "rxhubs.tables",
      ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
-    ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow"]),
+    ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow", "LagServer", "group_lag",
+                                     "PartitionLag"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [

@@ -77,7 +77,7 @@ EXPORTS = {
     "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
     "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
     "rxhubs.otel": {"instrument", "is_instrumented", "traced", "uninstrument"},
-    "rxhubs.operate": {"ResetPlan", "ResetRow", "reset_positions"},
+    "rxhubs.operate": {"LagServer", "PartitionLag", "ResetPlan", "ResetRow", "group_lag", "reset_positions"},
 }
 
 
