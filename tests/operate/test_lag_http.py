@@ -61,18 +61,20 @@ def enqueued_times(conn: str, partition_id: str) -> dict[int, float]:
 
 @pytest.fixture
 def backlog(emulator_factory: Any, tmp_path: Path) -> Any:
-    """Partition 0: 10 events, a pause, 5 more; checkpoint at 4, owned by "w-1". Partition 1: 3, no checkpoint."""
+    """Partition 0: 10 events, a pause, 5, a pause, 5; checkpoint at 9, owned by "w-1". Partition 1: 3, none."""
     emulator = emulator_factory(hubs={HUB: 2})
     conn = emulator.connection_string(HUB)
     send(conn, {"0": 10, "1": 3})
     time.sleep(1.2)
     send(conn, {"0": 5}, "late")
+    time.sleep(1.2)
+    send(conn, {"0": 5}, "later")
     path = tmp_path / "cp.sqlite"
     ns = f"127.0.0.1:{emulator.port}"
 
     async def checkpoint() -> None:
         async with SqliteCheckpointStore(path) as store:
-            await store.update_checkpoint(Checkpoint(ns, HUB, "$Default", "0", None, 4))
+            await store.update_checkpoint(Checkpoint(ns, HUB, "$Default", "0", None, 9))
             await store.claim_ownership([Ownership(ns, HUB, "$Default", "0", "w-1")])
 
     asyncio.run(checkpoint())
@@ -87,20 +89,20 @@ def server_for(backlog: Any) -> LagServer:
 
 def test_prometheus_and_keda_read_the_known_backlog(backlog: Any) -> None:
     times0, times1 = enqueued_times(backlog.conn, "0"), enqueued_times(backlog.conn, "1")
-    assert len(times0) == 15 and len(times1) == 3
+    assert len(times0) == 20 and len(times1) == 3
     with server_for(backlog) as server:
         assert server.host == "127.0.0.1" and server.port > 0
         text = urllib.request.urlopen(server.url + "/metrics", timeout=30).read().decode()
         body = urllib.request.urlopen(server.url + "/lag", timeout=30).read()
     samples = {(s.name, s.labels["partition"]): s for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples["rxhubs_lag_events", "0"].value == 10 and samples["rxhubs_lag_events", "1"].value == 3
-    assert samples["rxhubs_checkpoint_sequence_number", "0"].value == 4
+    assert samples["rxhubs_checkpoint_sequence_number", "0"].value == 9
     assert ("rxhubs_checkpoint_sequence_number", "1") not in samples  # no checkpoint: no sample
-    assert samples["rxhubs_last_enqueued_sequence_number", "0"].value == 14
+    assert samples["rxhubs_last_enqueued_sequence_number", "0"].value == 19
     assert samples["rxhubs_partition_owner", "0"].labels["owner"] == "w-1"
     assert samples["rxhubs_partition_owner", "1"].labels["owner"] == ""
-    behind0 = times0[14] - times0[5]  # the first event not done is 5; the newest 14, 1.2 s later
-    assert behind0 > 1.0
+    behind0 = times0[19] - times0[10]  # the first event not done is 10 (second burst); the newest 19 (third)
+    assert 1.0 < behind0 < times0[19] - times0[9] - 1.0
     assert samples["rxhubs_lag_seconds", "0"].value == pytest.approx(behind0, abs=0.002)
     assert samples["rxhubs_lag_seconds", "1"].value == pytest.approx(times1[2] - times1[0], abs=0.002)
     assert keda_metrics_api_value(body, "lag") == 13
