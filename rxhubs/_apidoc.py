@@ -38,6 +38,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("Tables (exactly once)", "rxhubs.tables",
      ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for", "read_delta"]),
+    ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow", "LagServer", "group_lag",
+                                     "PartitionLag"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
     ("Testing", "rxhubs.testing", [
@@ -47,7 +49,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
     ]),
 ]
 

@@ -64,7 +64,8 @@ EXPORTS = {
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
-        "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
+        "AuthenticationError", "CheckpointOutOfRangeError", "ConfigurationError", "CorruptRecordError",
+        "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
@@ -77,6 +78,7 @@ EXPORTS = {
     "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
     "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
     "rxhubs.otel": {"instrument", "is_instrumented", "traced", "uninstrument"},
+    "rxhubs.operate": {"LagServer", "PartitionLag", "ResetPlan", "ResetRow", "group_lag", "reset_positions"},
 }
 
 
