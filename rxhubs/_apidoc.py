@@ -39,7 +39,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Tables (exactly once)", "rxhubs.tables",
      ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
-    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
+    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord",
+                                     "LocalIdentity", "LocalIdentityCredential", "credential_from_file"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink", "sleep",
         "Signal",

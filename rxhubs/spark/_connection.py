@@ -32,10 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = ["CONNECTION_KEYS", "CREDENTIAL_KINDS", "Connection", "close_hub"]
 
-#: The option names this module reads (lower case); ``credentialfactory.*`` are the factory's own.
+#: The option names this module reads (lower case); ``credentialfactory.*`` are the factory's own. The last
+#: four are refused by :class:`Connection` with a line that says what to use instead.
 CONNECTION_KEYS = frozenset({
     "connectionstring", "eventhubname", "fullyqualifiednamespace", "credential", "managedidentityclientid",
     "tenantid", "clientid", "clientsecretenv", "clientsecretfile", "credentialfactory", "usedevelopmentemulator",
+    "clientsecret", "eventhubs.aadauthcallbackparams", "eventhubs.useaadauth", "eventhubs.aadauthcallback",
 })
 #: ``credential`` values (lower case) -> the name used in messages.
 CREDENTIAL_KINDS = {"default": "default", "managedidentity": "managedIdentity", "serviceprincipal": "servicePrincipal"}
