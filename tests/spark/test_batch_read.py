@@ -117,3 +117,27 @@ def test_an_empty_plan_reads_nothing() -> None:
 
     assert list(reader.read(InputPartition(None))) == []  # Spark's placeholder when no range has events
     assert repr(SequenceRange("0", 1, 2)) == "SequenceRange(partition='0', start=1, end=2)"
+
+
+def test_events_lost_to_retention_fail_the_task_unless_fail_on_data_loss_is_false(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The emulator keeps every event (it has no retention), so the check is driven with the first sequence
+    # number a receiver returned, as read_range() calls it.
+    from rxhubs.spark._read import DataLossError, check_loss
+    from rxhubs.spark._source_options import _Options
+
+    strict = _Options({"connectionString": FAKE})
+    assert strict.fail_on_data_loss  # the default, as in Spark's Kafka source
+    check_loss(strict, SequenceRange("0", 10, 20), 10)  # nothing lost: nothing said
+    with pytest.raises(DataLossError, match=r"events 10\.\.14 of partition '0' of 'h' were removed by retention"):
+        check_loss(strict, SequenceRange("0", 10, 20), 15)
+    lenient = _Options({"connectionString": FAKE, "failOnDataLoss": "false"})
+    with caplog.at_level("WARNING", logger="rxhubs.spark.source"):
+        check_loss(lenient, SequenceRange("0", 10, 20), 25)  # the whole range is gone
+    assert [r.getMessage() for r in caplog.records] == [
+        "events 10..19 of partition '0' of 'h' were removed by retention before this query read them; "
+        "skipped (failOnDataLoss=false)"
+    ]
+    with pytest.raises(ConfigurationError, match="failOnDataLoss must be true or false"):
+        _Options({"connectionString": FAKE, "failOnDataLoss": "sometimes"})
