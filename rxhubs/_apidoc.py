@@ -41,7 +41,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow", "LagServer", "group_lag",
                                      "PartitionLag"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
-    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord"]),
+    ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord",
+                                     "LocalIdentity", "LocalIdentityCredential", "credential_from_file"]),
     ("Testing", "rxhubs.testing", [
         "InMemoryEventHub", "marble_test", "MarbleTest", "symbols", "to_symbols", "Peer", "MarbleSink", "sleep",
         "Signal",

@@ -58,7 +58,10 @@ EXPORTS = {
         "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
         "to_dataframe", "write",
     },
-    "rxhubs.emulator": {"BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"},
+    "rxhubs.emulator": {
+        "BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord", "LocalIdentity", "LocalIdentityCredential",
+        "credential_from_file",
+    },
     "rxhubs.testing": {
         "FaultProxy", "InMemoryEventHub", "InMemoryReceiver", "MarbleSink", "MarbleTest", "Peer", "ProxyStats",
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",

@@ -17,5 +17,14 @@ from rxhubs.emulator._background import BackgroundEmulator
 from rxhubs.emulator._emulator import Emulator
 from rxhubs.emulator._fault_state import LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults
+from rxhubs.emulator._identity import LocalIdentity, LocalIdentityCredential, credential_from_file
 
-__all__ = ["BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord"]
+__all__ = [
+    "BackgroundEmulator",
+    "Emulator",
+    "EmulatorFaults",
+    "LinkRecord",
+    "LocalIdentity",
+    "LocalIdentityCredential",
+    "credential_from_file",
+]

@@ -12,6 +12,7 @@ from types import TracebackType
 from rxhubs.emulator._control import ControlServer
 from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults, _Host
+from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._server import Server
 from rxhubs.errors import ConfigurationError, EmulatorError
 
@@ -69,6 +70,10 @@ class Emulator:
         control_port: Also serve the fault control API (JSON over HTTP, what ``rxhubs emulator fault`` calls)
             on this port of 127.0.0.1, whatever ``host`` is; 0 picks a free one (read :attr:`control_address`).
             None (the default): no control API. :attr:`faults` works from Python either way.
+        identities: Local Entra ID identities (:class:`~rxhubs.emulator.LocalIdentity`) whose bearer tokens to
+            accept, as the service accepts Entra ID tokens: clients authenticate with
+            ``identity.credential()`` and ``EventHub(namespace, hub, credential, use_development_emulator=True)``.
+            With identities, authentication is required: SAS tokens pass only for ``keys`` given too.
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -99,7 +104,8 @@ class Emulator:
                  shared_access_key_name: str = DEFAULT_KEY_NAME, shared_access_key: str = DEFAULT_KEY,
                  verify_tokens: bool = False, keys: Mapping[str, str] | None = None,
                  idle_timeout: float | None = 120.0, websocket_port: int | None = None,
-                 refuse_consumers_at_attach: bool = False, control_port: int | None = None) -> None:
+                 refuse_consumers_at_attach: bool = False, control_port: int | None = None,
+                 identities: Iterable[LocalIdentity] = ()) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -146,6 +152,9 @@ class Emulator:
         self._key = shared_access_key
         self._keys = required
         self._idle_timeout = idle_timeout
+        self.identities: tuple[LocalIdentity, ...] = tuple(identities)
+        if not all(isinstance(i, LocalIdentity) for i in self.identities):
+            raise ConfigurationError("identities must be rxhubs.emulator.LocalIdentity objects")
         self._refuse_consumers_at_attach = refuse_consumers_at_attach
         self._requested_websocket_port = websocket_port
         self._server: Server | None = None
@@ -276,7 +285,8 @@ class Emulator:
         try:
             server = Server(self.hubs, consumer_groups=self.consumer_groups[1:], data_dir=self.data_dir,
                             keys=self._keys, refuse_consumers_at_attach=self._refuse_consumers_at_attach,
-                            idle_timeout=self._idle_timeout, faults=self._fault_state, link_log=self._link_log)
+                            idle_timeout=self._idle_timeout, faults=self._fault_state, link_log=self._link_log,
+                            identities=self.identities)
         except OSError as exc:
             raise EmulatorError(f"cannot open the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:

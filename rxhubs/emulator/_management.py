@@ -4,8 +4,9 @@ CBS answers a put-token for an audience naming an unknown hub with 404, as the s
 accepts any token unless the emulator has SAS keys; then a token must be a shared access signature made
 with one of them (signed over its ``sr`` field as written: the SDK URL-encodes it, the SDK's SAS-token
 sample does not), unexpired, for a resource that covers the audience, and each accepted token authorizes
-its audience on that connection (see :meth:`Connection.authorized`). Management answers the two
-reads the SDK makes: event hub properties and partition properties (404 when unknown).
+its audience on that connection (see :meth:`Connection.authorized`). An emulator given local identities
+(:class:`~rxhubs.emulator.LocalIdentity`) also accepts their bearer tokens (Entra ID's ``jwt`` put-token).
+Management answers the two reads the SDK makes: event hub properties and partition properties (404 when unknown).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError
 from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
+from rxhubs.emulator._identity import check_jwt
 
 if TYPE_CHECKING:
     from rxhubs.emulator._roles import ConnectionRole
@@ -94,6 +96,13 @@ def check_token(connection: ConnectionRole, token: str, audience: str) -> tuple[
     keys = connection.server.keys
     if keys is None:
         return 202, "Accepted"
+    if not token.startswith(_SAS_PREFIX) and connection.server.identities:  # a bearer token (Entra ID)
+        status, text, until = check_jwt(connection.server.identities, token)
+        if status == 202:
+            connection.grant(resource_path(audience), until)
+        else:
+            _LOG.info("refused a bearer token for %s: %s", audience, text.split(":")[0])
+        return status, text
     fields: dict[str, str] = {}
     written = ""  # the resource exactly as the token carries it: the signature covers these characters
     if token.startswith(_SAS_PREFIX):

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._sasl import SaslCheck
 
 __all__ = ["ConnectionRole", "ServerRole", "SessionRole", "Writer"]
@@ -42,6 +43,9 @@ class ServerRole(Protocol):
 
     @property
     def keys(self) -> Mapping[str, str] | None: ...
+
+    @property
+    def identities(self) -> tuple[LocalIdentity, ...]: ...
 
     @property
     def sasl_check(self) -> SaslCheck | None: ...

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rxhubs.emulator._connection import Connection
 from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._roles import Writer
 from rxhubs.emulator._sasl import SaslCheck, plain_checker
 
@@ -27,12 +28,15 @@ class Server:
     def __init__(self, hubs: dict[str, int], *, consumer_groups: tuple[str, ...], data_dir: Path | None,
                  keys: dict[str, str] | None, idle_timeout: float | None,
                  refuse_consumers_at_attach: bool = False, faults: FaultState | None = None,
-                 link_log: LinkLog | None = None) -> None:
+                 link_log: LinkLog | None = None, identities: tuple[LocalIdentity, ...] = ()) -> None:
         self.hubs = {name: Hub(name, count, consumer_groups, data_dir) for name, count in hubs.items()}
         self.faults = faults or FaultState()  # server-busy windows in force (see rxhubs.emulator._faults)
         self.link_log = link_log or LinkLog()  # every consumer link attach, detach and refusal
         self._by_folded = {name.casefold(): hub for name, hub in self.hubs.items()}
+        if identities and keys is None:
+            keys = {}  # identities require authentication: no SAS key is accepted unless given
         self.keys = keys  # SAS key names and keys to check tokens against; None accepts any token
+        self.identities = identities  # local Entra ID identities whose bearer tokens (JWT) are accepted
         self.sasl_check: SaslCheck | None = plain_checker(keys) if keys is not None else None
         self.idle_timeout = idle_timeout
         self.refuse_consumers_at_attach = refuse_consumers_at_attach

@@ -32,7 +32,7 @@ from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_sessi
 from rxhubs.spark._sink import write
 
 if TYPE_CHECKING:
-    from rxhubs.spark._source import EventHubsDataSource, RxHubsDataSource, register_source
+    from rxhubs.spark._datasource import EventHubsDataSource, RxHubsDataSource, register_source
 
 __all__ = [
     "COLUMNS",
@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The streaming source subclasses pyspark classes: import it (and pyspark) only when first asked for.
     if name in ("EventHubsDataSource", "RxHubsDataSource", "register_source"):
-        from rxhubs.spark import _source
+        from rxhubs.spark import _datasource
 
-        return getattr(_source, name)
+        return getattr(_datasource, name)
     raise AttributeError(f"module 'rxhubs.spark' has no attribute {name!r}")

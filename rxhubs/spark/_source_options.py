@@ -15,18 +15,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rxhubs._models import Position
-from rxhubs.errors import ConfigurationError, RxHubsError
-from rxhubs.transport._connection_string import parse_connection_string, redact
+from rxhubs.errors import ConfigurationError
+from rxhubs.spark._connection import CONNECTION_KEYS, Connection
 
 if TYPE_CHECKING:
     from rxhubs.transport._hub import EventHub
 
 __all__ = ["SCALA_ALIASES", "Start", "_Options"]
 
-_DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60"}
+_DEFAULTS = {"consumergroup": "$Default", "startingposition": "latest", "prefetch": "1000", "receivetimeout": "60",
+             "failondataloss": "true"}
 _KNOWN = {
-    "connectionstring",
-    "eventhubname",
+    *CONNECTION_KEYS,
     "consumergroup",
     "startingposition",
     "checkpointstore",
@@ -34,8 +34,11 @@ _KNOWN = {
     "minpartitions",
     "prefetch",
     "receivetimeout",
+    "failondataloss",
     "path",
 }
+#: Options of a batch read only (``spark.read``): where it ends.
+BATCH_KEYS = frozenset({"endingposition", "eventhubs.endingposition", "eventhubs.endingpositions"})
 #: Option names of the Scala connector (azure-event-hubs-spark) that mean the same here -> this source's own.
 #: ``eventhubs.startingPosition(s)`` are read separately: their values are the connector's JSON positions.
 SCALA_ALIASES = {
@@ -45,7 +48,6 @@ SCALA_ALIASES = {
     "eventhubs.receivertimeout": "receivetimeout",
 }
 _SCALA_POSITIONS = ("eventhubs.startingposition", "eventhubs.startingpositions")
-_BATCH_ONLY = ("eventhubs.endingposition", "eventhubs.endingpositions")
 _ISO_DURATION = re.compile(r"PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?", re.IGNORECASE)
 
 
@@ -58,44 +60,45 @@ Start = int | str | Position
 class _Options:
     """The source's options, validated; ``repr`` never shows the connection string."""
 
-    def __init__(self, raw: Mapping[str, str]) -> None:
+    def __init__(self, raw: Mapping[str, str], *, batch: bool = False) -> None:
         opts = _canonical({str(k).lower(): str(v) for k, v in raw.items()})
         scala = {k: opts.pop(k) for k in _SCALA_POSITIONS if k in opts}
-        unknown = sorted(set(opts) - _KNOWN)
+        self.ending = {k: opts.pop(k) for k in BATCH_KEYS if k in opts}
+        if self.ending and not batch:
+            raise ConfigurationError(
+                f"{sorted(self.ending)[0]} ends a batch read (spark.read); a stream has no end: use "
+                "trigger(availableNow=True) to read what is in the hub now and stop"
+            )
+        unknown = sorted(k for k in set(opts) - _KNOWN if not k.startswith("credentialfactory."))
         if unknown:
             raise ConfigurationError(
                 f"unknown eventhubs source option(s) {', '.join(map(repr, unknown))}; known: connectionString, "
-                "eventHubName, consumerGroup, startingPosition, checkpointStore, maxEventsPerTrigger, minPartitions, "
-                "prefetch, receiveTimeout (and the Scala connector's eventhubs.connectionString, "
-                "eventhubs.consumerGroup, eventhubs.startingPosition(s), eventhubs.prefetchCount, "
-                "eventhubs.receiverTimeout)"
+                "eventHubName, fullyQualifiedNamespace, credential, credentialFactory, consumerGroup, "
+                "startingPosition, endingPosition (batch), checkpointStore, maxEventsPerTrigger, minPartitions, "
+                "prefetch, receiveTimeout, failOnDataLoss (and the Scala connector's eventhubs.connectionString, "
+                "eventhubs.consumerGroup, eventhubs.startingPosition(s), eventhubs.endingPosition(s), "
+                "eventhubs.prefetchCount, eventhubs.receiverTimeout)"
             )
         if scala and "startingposition" in opts:
             raise ConfigurationError(
                 "give startingPosition or the Scala connector's eventhubs.startingPosition(s), not both"
             )
-        opts = {**_DEFAULTS, **opts}
-        conn = opts.get("connectionstring")
-        if not conn:
-            raise ConfigurationError("the eventhubs source needs option('connectionString', ...)")
-        self.connection_string = conn
-        parsed = parse_connection_string(conn, opts.get("eventhubname") or None)
-        if parsed.eventhub_name is None:
-            raise ConfigurationError(
-                "no event hub name: add EntityPath=<hub> to the connection string or option('eventHubName', ...)"
-            )
-        self.namespace = parsed.fully_qualified_namespace
-        self.eventhub_name = parsed.eventhub_name
+        opts = {**_DEFAULTS, **({"startingposition": "earliest"} if batch else {}), **opts}
+        self.connection = Connection(opts)
+        self.connection_string = self.connection.connection_string
+        self.namespace = self.connection.namespace
+        self.eventhub_name = self.connection.eventhub_name
         self.consumer_group = opts["consumergroup"]
         self.checkpoint_store = opts.get("checkpointstore") or None
         self.max_events = _positive_int(opts, "maxeventspertrigger", "maxEventsPerTrigger", None)
         self.min_partitions = _positive_int(opts, "minpartitions", "minPartitions", None)
         self.prefetch = _positive_int(opts, "prefetch", "prefetch", 1000)
         self.receive_timeout = _seconds(opts["receivetimeout"])
+        self.fail_on_data_loss = _flag(opts["failondataloss"], "failOnDataLoss")
         self.default_start: Start
         self.starting_map: dict[str, Start]
         if scala:
-            self.default_start, self.starting_map = _scala_starts(scala, self.eventhub_name)
+            self.default_start, self.starting_map = _scala_starts(scala, self.eventhub_name, batch)
         else:
             self.default_start, self.starting_map = _starts(opts["startingposition"].strip())
 
@@ -107,33 +110,22 @@ class _Options:
         return self.starting_map.get(partition_id, self.default_start)
 
     def hub(self) -> EventHub:
-        from rxhubs.transport._azure import EventHub
-
-        return EventHub.from_connection_string(
-            self.connection_string, self.eventhub_name, track_last_enqueued_event_properties=False
-        )
+        """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`)."""
+        return self.connection.hub()
 
     def redact(self, text: str) -> str:
-        return redact(text, self.connection_string)
+        return self.connection.redact(text)
 
     def check_secret(self, exc: BaseException) -> None:
         """Raise a redacted :class:`RxHubsError` instead of ``exc`` if its text shows a secret.
 
         rxhubs' own errors never do; a third-party error might.
         """
-        text = str(exc)
-        if self.redact(text) != text:
-            raise RxHubsError(f"{type(exc).__name__}: {self.redact(text)}") from None
+        self.connection.check_secret(exc)
 
 
 def _canonical(opts: dict[str, str]) -> dict[str, str]:
     """The Scala connector's names replaced by this source's (same meaning); the same setting twice is an error."""
-    for name in _BATCH_ONLY:
-        if name in opts:
-            raise ConfigurationError(
-                f"{name} ends a batch query of the Scala connector; this source is streaming only: use "
-                "trigger(availableNow=True) to read what is in the hub now and stop"
-            )
     out = {k: v for k, v in opts.items() if k not in SCALA_ALIASES}
     for scala, own in SCALA_ALIASES.items():
         if scala in opts:
@@ -157,6 +149,12 @@ def _seconds(text: str) -> float:
     if value is None or not value > 0:
         raise ConfigurationError(f"receiveTimeout must be seconds (> 0) or a duration like PT60S, got {text!r}")
     return value
+
+
+def _flag(text: str, name: str) -> bool:
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    raise ConfigurationError(f"{name} must be true or false, got {text!r}")
 
 
 def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | None) -> int | None:
@@ -196,14 +194,16 @@ def _starts(text: str) -> tuple[Start, dict[str, Start]]:
     return "earliest", out
 
 
-def _scala_starts(options: Mapping[str, str], eventhub_name: str) -> tuple[Start, dict[str, Start]]:
+def _scala_starts(
+    options: Mapping[str, str], eventhub_name: str, batch: bool = False
+) -> tuple[Start, dict[str, Start]]:
     """The Scala connector's ``eventhubs.startingPosition`` (all partitions) and ``...Positions`` (per partition).
 
     Values are its JSON ``EventPosition``s; keys of ``startingPositions`` its JSON ``NameAndPartition``
-    (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id. As in the connector (whose default
-    position is the end of the stream), a partition in neither starts at ``latest``.
+    (``{"ehName": "hub", "partitionId": 0}``) or a plain partition id. A partition in neither starts at ``latest``
+    in a stream, as in the connector (the end of the stream), and at ``earliest`` in a batch read.
     """
-    default: Start = "latest"
+    default: Start = "earliest" if batch else "latest"
     if "eventhubs.startingposition" in options:
         default = _event_position(_json(options["eventhubs.startingposition"], "eventhubs.startingPosition"),
                                   "eventhubs.startingPosition")

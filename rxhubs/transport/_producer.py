@@ -13,7 +13,20 @@ from rxhubs.errors import ConfigurationError
 from rxhubs.transport._errors import translate_error
 from rxhubs.transport._publisher import OutgoingEvent, check_routing
 
-__all__ = ["ProducerPublisher", "send_batches"]
+__all__ = ["OversizedEventError", "ProducerPublisher", "send_batches"]
+
+
+class OversizedEventError(ConfigurationError):
+    """An event larger than the hub's maximum message size; ``event`` is that event (nothing of it was sent).
+
+    Example:
+        >>> OversizedEventError("too large", OutgoingEvent(b"x")).event.body
+        b'x'
+    """
+
+    def __init__(self, message: str, event: OutgoingEvent) -> None:
+        super().__init__(message)
+        self.event = event
 
 
 async def send_batches(
@@ -42,9 +55,10 @@ async def send_batches(
                 batch.add(data)
             except ValueError:
                 if count == 0:
-                    raise ConfigurationError(
+                    raise OversizedEventError(
                         f"an event of {len(event.body)} bytes is larger than the hub's maximum message size"
-                        f" ({batch.max_size_in_bytes} bytes per batch)"
+                        f" ({batch.max_size_in_bytes} bytes per batch)",
+                        event,
                     ) from None
                 break
             count += 1

@@ -98,7 +98,7 @@ def test_starting_positions_in_the_connectors_json() -> None:
         ({"eventhubs.startingPosition": position(offset="-1"), "startingPosition": "earliest"}, "not both"),
         ({"eventhubs.consumerGroup": "a", "consumerGroup": "b"}, "given twice"),
         ({"eventhubs.endingPosition": position(offset="@latest")}, "availableNow"),
-        ({"eventhubs.endingPositions": "{}"}, "streaming only"),
+        ({"eventhubs.endingPositions": "{}"}, "ends a batch read"),
         ({"eventhubs.receiverTimeout": "PT0S"}, "receiveTimeout"),
         ({"eventhubs.receiverTimeout": "P1D"}, "receiveTimeout"),
         ({"eventhubs.operationTimeout": "PT60S"}, "unknown"),

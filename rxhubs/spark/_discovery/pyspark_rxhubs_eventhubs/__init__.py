@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 try:
-    from rxhubs.spark._source import EventHubsDataSource as DefaultSource
+    from rxhubs.spark._datasource import EventHubsDataSource as DefaultSource
 except Exception as exc:  # pragma: no cover - a broken install: keep Spark's lookup of the others working
     print(f"rxhubs: Spark data source 'eventhubs' unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
 else:

@@ -1,0 +1,169 @@
+"""Batch reads: ``spark.read.format("eventhubs")`` between a start and an end fixed when the query is planned.
+
+The options are the streaming source's (connection, ``consumerGroup``, ``startingPosition``, ``minPartitions``,
+``prefetch``, ``receiveTimeout``, ``failOnDataLoss``) plus where the read ends:
+
+- ``endingPosition`` (default ``latest``): ``latest``, ``earliest``, or a JSON object mapping partition ids to
+  the first sequence number *not* read (or ``"latest"``); partitions it leaves out end at ``latest``.
+- Or the Scala connector's ``eventhubs.endingPosition`` (all partitions) / ``eventhubs.endingPositions``
+  (per partition, ``{"ehName", "partitionId"}`` keys): its ``EventPosition`` JSON (``offset``, ``seqNo``,
+  ``enqueuedTime``, ``isInclusive``). The event at an inclusive position is read; at an exclusive one it is not.
+
+A batch read starts at ``earliest`` by default (the connector's default is the end of the stream, so a bare
+read there returns no rows). Each partition's start and end become sequence numbers once, in
+:meth:`EventHubsBatchReader.partitions`, when Spark plans the query: events enqueued after that are not read,
+and every action (``count()``, ``write``) plans again; ``persist()`` the DataFrame to read the hub once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from rxhubs._models import PartitionProperties, Position
+from rxhubs.errors import ConfigurationError
+from rxhubs.spark._driver import DriverSide
+from rxhubs.spark._ranges import SequenceRange, first_sequence_number, next_sequence_number, split
+from rxhubs.spark._read import read_range
+from rxhubs.spark._source_options import Start, _event_position, _json, _Options, _partition_key
+
+__all__ = ["EventHubsBatchReader", "parse_ending"]
+
+
+def parse_ending(ending: Mapping[str, str], eventhub_name: str) -> tuple[Start, dict[str, Start]]:
+    """The end for every partition and per partition, as *start-like* values: the first sequence number not read.
+
+    Example:
+        >>> parse_ending({"endingposition": '{"0": 120}'}, "h")
+        ('latest', {'0': 120})
+        >>> parse_ending({"eventhubs.endingposition": '{"seqNo": 99, "isInclusive": true}'}, "h")
+        (100, {})
+    """
+    own = ending.get("endingposition")
+    scala = {k: v for k, v in ending.items() if k != "endingposition"}
+    if own is not None and scala:
+        raise ConfigurationError("give endingPosition or the Scala connector's eventhubs.endingPosition(s), not both")
+    if own is not None:
+        return _own_ending(own.strip())
+    default: Start = "latest"
+    if "eventhubs.endingposition" in scala:
+        default = _end_position(_json(scala["eventhubs.endingposition"], "eventhubs.endingPosition"),
+                                "eventhubs.endingPosition")
+    per: dict[str, Start] = {}
+    if "eventhubs.endingpositions" in scala:
+        given = _json(scala["eventhubs.endingpositions"], "eventhubs.endingPositions")
+        if not isinstance(given, dict):
+            raise ConfigurationError("eventhubs.endingPositions must be a JSON object of partition -> EventPosition")
+        for key, position in given.items():
+            pid = _partition_key(key, eventhub_name)
+            per[pid] = _end_position(position, f"eventhubs.endingPositions[{pid!r}]")
+    return default, per
+
+
+def _end_position(position: Any, name: str) -> Start:
+    # An end is the first event *not* read: the start-like value of the same position with isInclusive flipped.
+    if isinstance(position, dict):
+        position = {**position, "isInclusive": position.get("isInclusive", True) is False}
+    return _event_position(position, name)
+
+
+def _own_ending(text: str) -> tuple[Start, dict[str, Start]]:
+    if text.lower() in ("earliest", "latest"):
+        return text.lower(), {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            "endingPosition must be latest, earliest or a JSON object of partition id -> first sequence number not read"
+        )
+    out: dict[str, Start] = {}
+    for key, seq in value.items():
+        if isinstance(seq, str) and seq.lower() in ("earliest", "latest"):
+            out[str(key)] = seq.lower()
+        elif isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
+            out[str(key)] = seq
+        else:
+            raise ConfigurationError(f"endingPosition for partition {key!r} must be a sequence number >= 0 or latest")
+    return "latest", out
+
+
+class EventHubsBatchReader(DriverSide, DataSourceReader):
+    """Reads each partition's events between the planned start and end, ranges split across Spark tasks.
+
+    Spark creates it through :meth:`EventHubsDataSource.reader`; :meth:`partitions` runs once per query on
+    the driver, :meth:`read` on executors.
+
+    Example:
+        >>> df = (spark.read.format("eventhubs").option("connectionString", conn_str)  # doctest: +SKIP
+        ...       .option("endingPosition", '{"0": 5000}').load())
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._options = _Options(options, batch=True)
+        self._end_default, self._end_map = parse_ending(self._options.ending, self._options.eventhub_name)
+        for pid, end in self._end_map.items():
+            start = self._options.start_of(pid)
+            if isinstance(end, int) and isinstance(start, int) and end < start:
+                raise ConfigurationError(
+                    f"partition {pid!r}: the ending position ({end}) is before the starting position ({start})"
+                )
+        self._reset()
+
+    def __repr__(self) -> str:
+        return f"EventHubsBatchReader({self._options.namespace!r}, {self._options.eventhub_name!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_options": self._options, "_end_default": self._end_default, "_end_map": self._end_map}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    def _end(self, pid: str, props: PartitionProperties) -> int:
+        choice = self._end_map.get(pid, self._end_default)
+        if isinstance(choice, Position):
+            return int(self._run(self._translate(pid, choice, props)))
+        if choice == "earliest":
+            return first_sequence_number(props)
+        if choice == "latest":
+            return next_sequence_number(props)
+        assert isinstance(choice, int)
+        return min(max(choice, first_sequence_number(props)), next_sequence_number(props))
+
+    def plan(self) -> list[SequenceRange]:
+        """Each partition's ``[start, end)`` in sequence numbers now, one range per partition with events.
+
+        Raises:
+            ConfigurationError: A partition's end lies before its start.
+        """
+        try:
+            props = self._run(self._properties())
+            ranges = []
+            for pid in sorted(props, key=lambda p: (len(p), p)):
+                start = self._resolve(pid, self._options.start_of(pid), props[pid])
+                end = self._end(pid, props[pid])
+                if end < start:
+                    raise ConfigurationError(
+                        f"partition {pid!r} of {self._options.eventhub_name!r}: the ending position (sequence "
+                        f"number {end}) is before the starting position ({start})"
+                    )
+                if end > start:
+                    ranges.append(SequenceRange(pid, start, end))
+            return ranges
+        finally:
+            self._close_driver()
+
+    def partitions(self) -> list[InputPartition]:
+        """:meth:`plan`'s ranges cut into about ``minPartitions`` pieces (see :func:`~rxhubs.spark._ranges.split`)."""
+        return list(split(self.plan(), self._options.min_partitions))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The events of one range as Arrow record batches (nothing for Spark's placeholder of no ranges)."""
+        if not isinstance(partition, SequenceRange):
+            return iter(())
+        return read_range(self._options, partition)
