@@ -63,7 +63,7 @@ RACES_AND_FAULTS = [
     ("deliver", "a", 5, "before_commit", True), ("resume", "b", 6, None, False),
     ("deliver", "b", 9, "commit_lost", False), ("lose", "a", 0, None, False), ("deliver", "a", 3, None, True),
     ("resume", "a", 12, None, False), ("deliver", "a", 20, "commit_lost", True),
-    ("lose", "b", 0, None, False), ("resume", "a", 0, None, False), ("deliver", "b", 4, None, False),
+    ("resume", "b", 0, None, False), ("lose", "b", 0, None, False), ("deliver", "b", 4, None, False),
 ]
 
 step = st.one_of(
