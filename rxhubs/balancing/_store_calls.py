@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias, TypeVar, cast
+from typing import TypeAlias, TypeVar
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import deadline
 from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._planner import BalancingSettings
 from rxhubs.errors import StoreError
-from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StatefulCheckpointStore, is_stateful
+from rxhubs.stores import CheckpointStore, FencedCheckpointStore, is_stateful
 
 __all__ = ["Fenced", "StoreCalls"]
 
@@ -95,7 +95,7 @@ class StoreCalls:
         """:meth:`fence`; ``on_fenced`` gets each record's outcome as soon as it is answered."""
         store = self.store
         assert isinstance(store, FencedCheckpointStore)
-        stateful = cast(StatefulCheckpointStore, store) if is_stateful(store) else None
+        stateful = store if is_stateful(store) else None
 
         async def one(record: Ownership) -> Fenced | Exception:
             try:

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import random
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -34,6 +35,7 @@ RATE = 120  # events/s
 #: ``--smoke``'s seed (with its 60 s): a forced close, a hub path cut mid-frame and a stolen link.
 SMOKE_SEED = 32
 DRAIN_TIMEOUT = 120.0
+READY_TIMEOUT = 120.0  # how long the consumers may take to start reading before the schedule starts
 
 
 class Producer:
@@ -227,11 +229,14 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
                            f":{azurite.port}/", f":{store_proxies[c].port}/")}
                 consumers[c] = Consumer(c, out, container, env, log)
             rig = Rig(emulator, HUB, hub_proxies, store_proxies, consumers)
+            for consumer in consumers.values():
+                consumer.start()
+            # the schedule's clock starts once every partition is being read: at load 16 the consumer processes
+            # took 11.5 s to import and attach, and a fault planned at 11 s hit no reader (nothing was felt)
+            ready = await _readers_attached(emulator, 4, READY_TIMEOUT)
             t0 = time.time()
             rig.partitions_at.append((t0, 4))
             records = [{**f.to_json(), "injected": False} for f in plan]
-            for consumer in consumers.values():
-                consumer.start()
             stop = asyncio.Event()
             with open(out / "producer.jsonl", "w") as producer_ledger:  # noqa: ASYNC230 - a local ledger
                 producer = Producer(conn, seed, rig, producer_ledger)
@@ -255,13 +260,26 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
             link_log = getattr(emulator, "link_log", None)
             with open(out / "links.jsonl", "w") as links:  # noqa: ASYNC230
                 links.writelines(json.dumps(_link_dict(r)) + "\n" for r in link_log or ())
-    run = {"seed": seed, "duration": duration, "t0": t0, "producer_stop": producer_stop, "faults": records,
+    run = {"seed": seed, "duration": duration, "t0": t0, "ready_wait_s": round(ready, 2),
+           "producer_stop": producer_stop, "faults": records,
            "procs": procs, "partitions_at": rig.partitions_at, "drain_wait_s": round(drained, 2),
            "produced": producer.sent, "send_failures": producer.failed, "stored": stored,
            "stored_expected": expected, "proxy_stats": stats,
            "link_log": link_log is not None}
     (out / "run.json").write_text(json.dumps(run, indent=1, default=str))
     return report_dir(out)
+
+
+async def _readers_attached(emulator: Any, partitions: int, timeout: float) -> float:
+    """Wait until a consumer link was attached to each of ``partitions`` (or ``timeout``); seconds waited."""
+    began = time.time()
+    log = getattr(emulator, "link_log", None)
+    while log is not None and time.time() - began < timeout:
+        attached = {r.partition_id for r in log if r.event == "attach" and r.consumer_group.lower() == "$default"}
+        if len(attached) >= partitions:
+            break
+        await asyncio.sleep(0.2)
+    return time.time() - began
 
 
 def _stats(proxy: Any) -> dict[str, Any]:
@@ -276,7 +294,9 @@ def run(args: Any = None) -> list[dict[str, Any]]:
         seed = SMOKE_SEED  # a known short schedule (tests/bench/test_chaos_run.py runs exactly this)
     seed = int(seed) if seed is not None else random.randrange(1, 10_000)
     duration = float(getattr(args, "duration", None) or sized(args, 480.0, 180.0, 60.0))
-    out = Path(getattr(args, "out", None) or f"chaos-{seed}")
+    # not the current folder: a chaos-SEED/ folder appeared in the user's repository
+    out = Path(getattr(args, "out", None) or tempfile.mkdtemp(prefix=f"rxhubs-chaos-{seed}-"))
+    print(f"chaos: ledgers, logs and the report go to {out}", file=sys.stderr, flush=True)
     report = asyncio.run(chaos(seed, duration, out))
     brief = {k: v for k, v in report.items() if k not in ("series", "recoveries")}
     stream = sys.stderr if getattr(args, "json", False) else sys.stdout

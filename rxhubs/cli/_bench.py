@@ -78,7 +78,8 @@ def add_parser(subparsers: Any) -> None:
     )
     # chaos: rxhubs bench chaos --seed N --duration S --out DIR (docs/testing.md, "Chaos run")
     parser.add_argument("--seed", type=int, default=None, help="chaos: the schedule's seed (default: random, printed)")
-    parser.add_argument("--out", metavar="DIR", default=None, help="chaos: folder for ledgers and report")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="chaos: folder for ledgers and report (default: a new rxhubs-chaos-SEED-* temp folder)")
     parser.set_defaults(run=run)
 
 

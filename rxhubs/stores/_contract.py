@@ -64,7 +64,7 @@ by :func:`~rxhubs.stores.as_checkpoint_store`: every public function that takes 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from rxhubs._models import Checkpoint, Ownership
 
@@ -160,8 +160,10 @@ class FencedCheckpointStore(CheckpointStore, Protocol):
         ...
 
 
-def is_fenced(store: object) -> bool:
+def is_fenced(store: CheckpointStore) -> TypeGuard[FencedCheckpointStore]:
     """Whether ``store`` has the fencing verbs (``fence`` and ``update_checkpoint_fenced``).
+
+    A ``TypeGuard``: where it is true, type checkers know ``store`` is a :class:`FencedCheckpointStore`.
 
     Example:
         >>> from rxhubs.stores import InMemoryCheckpointStore
@@ -221,8 +223,10 @@ class StatefulCheckpointStore(FencedCheckpointStore, Protocol):
         ...
 
 
-def is_stateful(store: object) -> bool:
+def is_stateful(store: CheckpointStore) -> TypeGuard[StatefulCheckpointStore]:
     """Whether ``store`` keeps operator state with its checkpoints (``fence_with_state`` and ``commit_state``).
+
+    A ``TypeGuard``: where it is true, type checkers know ``store`` is a :class:`StatefulCheckpointStore`.
 
     Example:
         >>> from rxhubs.stores import InMemoryCheckpointStore

@@ -23,15 +23,20 @@ SEED = SMOKE_SEED  # what --smoke runs, over 60 s
 
 @pytest.mark.slow
 @pytest.mark.azurite
+@pytest.mark.timeout(420)  # the run is bounded by the subprocess's 400 s
 def test_a_short_chaos_run_injects_its_faults_and_passes(tmp_path: Path) -> None:
-    out = tmp_path / "chaos"
     planned = {f.type for f in make_schedule(SEED, 60)}
     assert planned == {"force_close", "hub_cut", "steal"}
-    result = subprocess.run(
-        [sys.executable, "-m", "rxhubs.cli", "bench", "chaos", "--smoke", "--out", str(out), "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=400,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tmp").mkdir()
+    result = subprocess.run(  # no --out: the ledgers go to a temporary folder, never the current one
+        [sys.executable, "-m", "rxhubs.cli", "bench", "chaos", "--smoke", "--json"],
+        cwd=tmp_path / "work", capture_output=True, text=True, timeout=400,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path / "tmp")},
     )
+    assert list((tmp_path / "work").iterdir()) == []
+    [out] = (tmp_path / "tmp").glob(f"rxhubs-chaos-{SEED}-*")
+    assert f"go to {out}" in result.stderr
     report = json.loads((out / "chaos_report.json").read_text())
     assert result.returncode == 0, (report["failures"], result.stderr[-3000:])
     assert result.stdout.splitlines()[0].startswith(f"PASS seed {SEED}")

@@ -8,6 +8,7 @@ emulator stored was processed (the partition properties are the ground truth) an
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -99,9 +100,22 @@ def run_with_fault(emulator: BackgroundEmulator, tmp_path: Path, inject: Any, se
 
 
 @pytest.mark.slow
-def test_server_busy_on_attach_flow_and_management_loses_nothing(tmp_path: Path, emulator_factory: Any) -> None:
+def test_server_busy_on_attach_flow_and_management_loses_nothing(
+    tmp_path: Path, emulator_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     emulator = emulator_factory(hubs={HUB: 4})
-    run_with_fault(emulator, tmp_path, lambda: emulator.faults.server_busy(3.0, hub=HUB), settle=5.0)
+    window: list[float] = []
+
+    def busy() -> None:
+        window.append(time.time())
+        emulator.faults.server_busy(3.0, hub=HUB)
+
+    caplog.set_level(logging.WARNING, "rxhubs.balancing")
+    run_with_fault(emulator, tmp_path, busy, settle=5.0)
+    # management: the balancing loop re-reads the partition ids every round, and those reads failed while the
+    # window lasted (and only then: the ids are read again after it)
+    refused = [r.created for r in caplog.records if "reading the partition ids failed" in r.getMessage()]
+    assert refused and all(window[0] <= t <= window[0] + 3.0 + 2.0 for t in refused), (window, refused)
     log = emulator.link_log
     busy = [r for r in log if r.condition == "com.microsoft:server-busy"]
     assert {r.partition_id for r in busy if r.event == "detach"} == {"0", "1", "2", "3"}  # flow: readers cut

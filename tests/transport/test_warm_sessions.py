@@ -92,8 +92,16 @@ async def test_a_session_that_waited_longer_than_the_idle_timeout_still_serves_i
         await hub.send([b"a", b"b"], partition_id="0")
         hub._warm.prepare(GROUP, 1, ttl=60.0)
         await until(lambda: hub._warm.ready(GROUP) == 1)
+        [prepared] = [handler._connection for handler in hub._warm._ready[GROUP]]
+        attached = len(emulator.link_log)
         await asyncio.sleep(1.5)  # three times the idle timeout the connection asked for, unread
         receiver = hub.receiver("0", owner_level=1)
         assert seqs(await drain(receiver, 2)) == [0, 1]
         assert hub._warm.taken == 1
+        # it read on the prepared session, not on one it opened after that one failed: the same connection, still
+        # open, and the emulator saw one link attached since (a second attach would be a silent reopen)
+        assert receiver._direct_handler._connection is prepared  # type: ignore[attr-defined]
+        assert prepared.state.name != "END"
+        links = emulator.link_log[attached:]
+        assert [(r.event, r.partition_id) for r in links] == [("attach", "0")], links
         await receiver.close()
