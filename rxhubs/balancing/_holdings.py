@@ -310,9 +310,21 @@ class Holdings:
         """Live records naming this consumer that it holds no session for: handed to it by their former owner.
 
         It starts reading them as they were listed, without a claim (the record is its own already), and renews
-        them from its next round on.
+        them from its next round on. Only records written within the last interval (and the store's timestamp
+        resolution) count: a former owner hands a partition over moments before the newcomer sees it. An older
+        one (this consumer's own, from before it gave its partitions up when the store could not be reached) may be
+        expiring, and another consumer claiming it then: it is renewed by the round's claim first, whose
+        compare-and-swap decides who owns it, and read only if that renewal won.
         """
-        return {o.partition_id: o for o in decision.renew if o.partition_id not in self.sessions}
+        fresh = self.settings.load_balancing_interval + (self.settings.ownership_expiration - self._expiry)
+        now = self._now()
+        return {
+            o.partition_id: o
+            for o in decision.renew
+            if o.partition_id not in self.sessions
+            and o.last_modified_time is not None
+            and now - o.last_modified_time <= fresh
+        }
 
     def _after_round(self, started: float) -> None:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""

@@ -174,6 +174,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     cold: list[float] = []
     requests: list[float] = []
     by_kind: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
     looks = 0
     connections: list[int] = []
     steps: dict[str, list[float]] = {}
@@ -208,6 +209,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
             cold.append(first_a - a["started"])
         intervals = records["seconds"] / INTERVAL
         requests.append((a["store_calls"] + b["store_calls"]) / 2 / intervals)
+        for kind, times in [*a.get("request_seconds", {}).items(), *b.get("request_seconds", {}).items()]:
+            seconds.setdefault(kind, []).extend(times)
         for kind, n in [*a.get("requests", {}).items(), *b.get("requests", {}).items()]:
             by_kind[kind] = by_kind.get(kind, 0.0) + n / 2 / intervals / len(trials)
         looks += a.get("looks", 0) + b.get("looks", 0)
@@ -220,6 +223,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         "cold_start": _median(cold),
         "store_requests_per_interval": round(statistics.mean(requests), 1) if requests else None,
         "store_requests_by_kind": {kind: round(n, 1) for kind, n in sorted(by_kind.items())},
+        "store_request_seconds_median": {kind: _median(v) for kind, v in sorted(seconds.items())},
         "looks_per_trial": looks / len(trials) if trials else 0,
         "connections_per_consumer": connections,
         "timeline": {name: _median(steps[name]) for name, _ in STEPS if name in steps},
@@ -290,7 +294,10 @@ def run(args: Any = None) -> list[dict[str, Any]]:
                theirs["store_requests_per_interval"], baseline, None, higher_is_better=False,
                # rxhubs: listings between rounds by a consumer awaiting a handover (both consumers, per trial)
                looks_per_trial_rxhubs=ours["looks_per_trial"], by_kind_rxhubs=ours["store_requests_by_kind"],
-               by_kind_baseline=theirs["store_requests_by_kind"]),
+               by_kind_baseline=theirs["store_requests_by_kind"],
+               # the storage account's round trip, median seconds per request, by method and blob
+               request_seconds_rxhubs=ours["store_request_seconds_median"],
+               request_seconds_baseline=theirs["store_request_seconds_median"]),
         figure("handover", "connections_per_consumer", "connections", max(ours["connections_per_consumer"]),
                max(theirs["connections_per_consumer"]), baseline, None, higher_is_better=False,
                rxhubs_a_b=ours["connections_per_consumer"], baseline_a_b=theirs["connections_per_consumer"]),

@@ -50,6 +50,9 @@ class Record:
         self.closes: dict[str, list[float]] = defaultdict(list)
         self.store_calls = 0
         self.requests: dict[str, int] = defaultdict(int)
+        #: Seconds from each request to its answer, by method and kind of blob (the storage account's round trip)
+        self.request_seconds: dict[str, list[float]] = defaultdict(list)
+        self._sent: dict[int, tuple[str, float]] = {}
         self.connections = 0
         self.won: dict[str, float] = {}
         self.released: dict[str, float] = {}
@@ -93,6 +96,13 @@ class Record:
         kind = "list" if "comp=list" in url else next((k for k in ("ownership", "checkpoint") if f"/{k}/" in url),
                                                        "other")
         self.requests[f"{http.method} {kind}"] += 1
+        self._sent[id(http)] = (f"{http.method} {kind}", time.perf_counter())
+
+    def count_response(self, response: Any) -> None:
+        """The storage client's ``raw_response_hook``: the answer to a request counted by :meth:`count_request`."""
+        sent = self._sent.pop(id(response.http_request), None)
+        if sent is not None:
+            self.request_seconds[sent[0]].append(time.perf_counter() - sent[1])
 
     def first_delivered(self, partition_id: str) -> None:
         self.delivered.setdefault(partition_id, time.time())
@@ -114,7 +124,8 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return {"processed": self.processed, "claims": self.claims, "closes": self.closes, "started": STARTED,
-                "store_calls": self.store_calls, "requests": self.requests, "connections": self.connections,
+                "store_calls": self.store_calls, "requests": self.requests,
+                "request_seconds": self.request_seconds, "connections": self.connections,
                 "won": self.won, "released": self.released, "seen_released": self.seen_released,
                 "checkpoint_reads": self.checkpoint_reads, "fenced": self.fenced, "opened": self.opened,
                 "delivered": self.delivered, "looks": self.looks(), "listed": self.listed}
@@ -204,7 +215,9 @@ def rx_store(conn: str, container: str, record: Record, *, fenced: bool = True) 
             record.fenced.setdefault(ownership.partition_id, time.time())
             return result
 
-    store = Noted.from_connection_string(conn, container, raw_request_hook=record.count_request)
+    store = Noted.from_connection_string(
+        conn, container, raw_request_hook=record.count_request, raw_response_hook=record.count_response
+    )
     if fenced:
         return store
 
@@ -235,7 +248,8 @@ async def sdk(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> 
     from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore
 
     store = BlobCheckpointStore.from_connection_string(
-        os.environ["RXHUBS_BENCH_STORAGE"], args.container, raw_request_hook=record.count_request
+        os.environ["RXHUBS_BENCH_STORAGE"], args.container, raw_request_hook=record.count_request,
+        raw_response_hook=record.count_response,
     )
     client = EventHubConsumerClient.from_connection_string(
         os.environ["RXHUBS_BENCH_EVENTHUB"],

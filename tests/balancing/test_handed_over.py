@@ -135,3 +135,28 @@ def test_while_a_handover_is_awaited_the_hub_prepares_the_links_it_brings_and_a_
     assert asked and asked[0] == (5.0, "$Default", 4, 2 * I)  # b's first round: four partitions awaited
     assert all(t < 15.0 and count == 4 for t, _, count, _ in asked)  # none once they arrived
     assert not g.duplicates() and not g.missing()
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_its_own_stale_records_are_renewed_by_a_claim_before_it_reads_them_again(fenced: bool) -> None:
+    """a gives its partitions up while the store does not answer (its watchdog: no renewal for the expiration less the
+    store's timestamp resolution); the records still name it, and stay live for that resolution. When the store
+    answers again they are not a handover (another consumer may be claiming them as they expire): a renews them
+    with a compare-and-swap first, and reads only what that renewal won."""
+    g = Group(4, interval=2.0, expiry=30.0, resolution=10.0, fenced=fenced, work=0.05, checkpoint_interval=1.0,
+              latency=0.1)
+    g.traffic(0.5, 50.0, every=0.5)
+    a = g.add("a", at=0.0)
+    g.run(10.5)
+    a.store.silent = True  # a's last renewal was at 10 s: it gives up at 30 s, the records expire at 40 s
+    g.run(31.0)
+    a.store.silent = False
+    g.run(39.9)  # its rounds are retried at most an interval apart
+    live = [(t, pid) for t, pid, owner in a.store.claimed if 31.0 <= t < 39.9 and owner == "a" and pid != "a"]
+    assert {pid for _, pid in live} == {"0", "1", "2", "3"}, live  # claimed while live: a renewal, not a handover
+    # and where to start is read (the fence, or the checkpoint listing) only after that claim answered
+    read = "fence" if fenced else "list_checkpoints"
+    assert min(t for t, verb in a.store.calls if verb == read and t >= 31.0) > min(t for t, _ in live)
+    g.run(60.0)
+    assert g.store_owners() == {str(p): "a" for p in range(4)}
+    assert not g.missing() and not g.overlaps()

@@ -59,6 +59,8 @@ async def test_the_rxhubs_side_is_the_fenced_blob_store_and_every_request_is_cou
         await store.list_ownership(NS, HUB, CG)
         assert record.requests["GET list"] == listed_before + 1
         assert record.store_calls == sum(record.requests.values())
+        # every request's answer was timed, under the same key
+        assert {k: len(v) for k, v in record.request_seconds.items()} == dict(record.requests)
 
 
 async def test_the_unfenced_comparison_is_not_fenced_and_still_counted(azurite: Any, blob_container: str) -> None:
