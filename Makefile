@@ -19,7 +19,7 @@ pathlib.Path(sysconfig.get_paths()["purelib"], "rxhubs-spark-discovery.pth").wri
 endef
 export DISCOVERY_PTH
 
-.PHONY: all demo test lint typecheck unit bench examples clean
+.PHONY: all demo test lint typecheck unit bench examples clean postgres
 
 all: test
 
@@ -50,7 +50,23 @@ typecheck: $(STAMP)
 # load reached 10.
 PYTEST_WORKERS ?= 6
 
-test: $(STAMP) $(NODE_STAMP) lint typecheck
+# The SQL sink's tests start a real PostgreSQL server (tests/support/postgres.py) from its binaries. A machine
+# without them gets Debian's `postgresql` (as root, or through sudo); elsewhere this stops and says what to do.
+# RXHUBS_PG_BIN names a folder holding initdb and postgres instead.
+postgres:
+	@if [ -n "$$RXHUBS_PG_BIN" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then \
+	    :; \
+	elif command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" -eq 0 ] || command -v sudo >/dev/null 2>&1; }; then \
+	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo"; \
+	    echo "PostgreSQL's server is missing (the SQL sink's tests need it): apt-get install postgresql"; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	else \
+	    echo "The SQL sink's tests need PostgreSQL's server binaries (initdb, postgres): install PostgreSQL" \
+	         "(Debian/Ubuntu: sudo apt-get install postgresql), or set RXHUBS_PG_BIN to their folder" >&2; \
+	    exit 1; \
+	fi
+
+test: $(STAMP) $(NODE_STAMP) postgres lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP) $(NODE_STAMP)

@@ -25,7 +25,7 @@ from reactivex import operators as ops
 import rxhubs
 from rxhubs import operators as hops
 from rxhubs.emulator import Emulator
-from rxhubs.tables import DeltaSink
+from rxhubs.tables import DeltaSink, read_delta
 
 
 def with_amount(rows: Any) -> Any:
@@ -67,7 +67,7 @@ async def main() -> int:
             await table.close()
             await hub.close()
     delta = DeltaTable(str(folder / "orders"))
-    rows = delta.to_pyarrow_table(columns=["partition", "sequenceNumber", "amount"])
+    rows = read_delta(folder / "orders", ["partition", "sequenceNumber", "amount"])  # not to_pyarrow_table()
     distinct = len(set(zip(rows.column("partition").to_pylist(), rows.column("sequenceNumber").to_pylist(),
                            strict=True)))
     position = delta.transaction_version(DeltaSink.app_id(context))

@@ -37,7 +37,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "write", "to_dataframe", "local_session", "get_or_create_session", "SCHEMA", "register_source",
     ]),
     ("Tables (exactly once)", "rxhubs.tables",
-     ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for"]),
+     ["DeltaSink", "SqlSink", "SqliteSink", "sqlite", "postgresql", "InMemoryTable", "sink_for", "read_delta"]),
+    ("Operating", "rxhubs.operate", ["reset_positions", "ResetPlan", "ResetRow", "LagServer", "group_lag",
+                                     "PartitionLag"]),
     ("OpenTelemetry", "rxhubs.otel", ["instrument", "uninstrument", "is_instrumented", "traced"]),
     ("Emulator", "rxhubs.emulator", ["Emulator", "BackgroundEmulator", "EmulatorFaults", "LinkRecord",
                                      "LocalIdentity", "LocalIdentityCredential", "credential_from_file"]),
@@ -48,7 +50,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
     ]),
 ]
 

@@ -248,6 +248,7 @@ def run_workers(
     duration: float | None = None,
     grace: float = 30.0,
     restart: Backoff = DEFAULT_RESTART,
+    lag: Any = None,
 ) -> WorkersSummary:
     """Run ``workers`` consumer processes, each running ``pipeline_factory(context)``, until they stop.
 
@@ -269,6 +270,8 @@ def run_workers(
         grace: Seconds each worker has to stop gracefully before it is cut off.
         restart: Pauses between restarts of a dying worker; ``max_retries`` deaths in a row (each after less
             than a minute of running) and it is given up on.
+        lag: A :class:`rxhubs.operate.LagServer` (not started): it serves the group's lag over HTTP from this
+            process while the workers run.
 
     Returns:
         Events per worker, restarts and exit codes (:class:`WorkersSummary`).
@@ -296,7 +299,13 @@ def run_workers(
     prefix = owner_prefix or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     mp = multiprocessing.get_context("spawn")
     slots = [_Slot(i, count, f"{prefix}-w{i}", mp) for i in range(count)]
-    return _Supervisor(slots, mp, pipeline_factory, duration, grace, restart).run()
+    if lag is not None:
+        lag.start()
+    try:
+        return _Supervisor(slots, mp, pipeline_factory, duration, grace, restart).run()
+    finally:
+        if lag is not None:
+            lag.stop()
 
 
 class _Supervisor:

@@ -18,7 +18,8 @@ so the original is always on ``__cause__``.
     ├── QuotaExceededError            a service limit, e.g. more than 5 readers per partition
     ├── StoreError                    the checkpoint store failed (retriable by default)
     │   ├── OwnershipConflictError    a claim lost its compare-and-swap (etag mismatch)
-    │   └── CorruptRecordError        a stored record could not be parsed
+    │   ├── CorruptRecordError        a stored record could not be parsed
+    │   └── CheckpointOutOfRangeError a checkpoint outside the partition (a recreated hub, an expired position)
     ├── SinkError                     a sink (e.g. a Spark write) failed after its retries
     │   └── PublishError              events could not be published to a hub (names the source partition)
     ├── StateError                    operator state cannot be kept or restored (corrupt, changed, too big)
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationError",
+    "CheckpointOutOfRangeError",
     "ConfigurationError",
     "CorruptRecordError",
     "EmulatorError",
@@ -121,6 +123,17 @@ class OwnershipConflictError(StoreError):
 
 class CorruptRecordError(StoreError):
     """A stored ownership or checkpoint record could not be parsed."""
+
+    default_retriable = False
+
+
+class CheckpointOutOfRangeError(StoreError):
+    """A stored checkpoint lies outside its partition (a recreated hub, or a position the retention dropped).
+
+    After its last event (the hub was deleted and created again) or before its first retained one (the events
+    between expired unread). Not retriable: move the checkpoint (``rxhubs checkpoints reset``) or choose another
+    ``checkpoint_out_of_range`` policy.
+    """
 
     default_retriable = False
 

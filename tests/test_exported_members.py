@@ -41,7 +41,8 @@ EXPORTS = {
         "exactly_once", "process", "publish", "read_position", "scan_state", "window",
     },
     "rxhubs.tables": {
-        "COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "sink_for", "sqlite",
+        "COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "read_delta", "sink_for",
+        "sqlite",
     },
     "rxhubs.windows": {
         "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",
@@ -66,7 +67,8 @@ EXPORTS = {
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
-        "AuthenticationError", "ConfigurationError", "CorruptRecordError", "EmulatorError", "NotFoundError",
+        "AuthenticationError", "CheckpointOutOfRangeError", "ConfigurationError", "CorruptRecordError",
+        "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
@@ -79,6 +81,7 @@ EXPORTS = {
     "rxhubs.transport": {"DEFAULT_CONSUMER_GROUP", "EventHub", "Hub", "PartitionReceiver", "ReceiverBase"},
     "rxhubs.processor": {"EventProcessor", "PartitionProcessor"},
     "rxhubs.otel": {"instrument", "is_instrumented", "traced", "uninstrument"},
+    "rxhubs.operate": {"LagServer", "PartitionLag", "ResetPlan", "ResetRow", "group_lag", "reset_positions"},
 }
 
 

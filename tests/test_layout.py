@@ -21,7 +21,7 @@ FLOORS = {
     "sources": 5,
     "balancing": 6,
     "operators": 7,
-    "spark": 8, "processor": 8, "testing": 8, "windows": 8,
+    "spark": 8, "processor": 8, "testing": 8, "windows": 8, "operate": 8,
     "tables": 9,  # builds on spark (the Delta sink writes the Spark sink's Arrow rows)
     "__init__": 9,  # the package's own top: what `import rxhubs` gives
     "otel": 10, "demo": 10, "bench": 10,

@@ -33,6 +33,7 @@ from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.balancing._settings import ConsumerSettings, Hooks, pick
+from rxhubs.balancing._start_check import seeded_start, watch_range
 from rxhubs.balancing._stream import PartitionStream, drain_timeout
 from rxhubs.errors import OwnershipLostError
 from rxhubs.sources import partition_batches
@@ -154,21 +155,31 @@ class Consumer:
         start = self._start_for(pid, checkpoint)
         reading = self.settings.reading
         session.bind(self._session_report, self._session_fail, self._session_lost)
-        batches = partition_batches(
-            self.hub,
-            pid,
-            consumer_group=self.consumer_group,
-            start=start,
-            owner_level=reading.owner_level,
-            prefetch=reading.prefetch,
-            max_batch_size=reading.max_batch_size,
-            max_wait=reading.max_wait,
-            max_inflight=reading.max_inflight,
-            emit_empty=reading.emit_empty,
-            track_last_enqueued_event_properties=reading.track_last_enqueued_event_properties,
-            scheduler=self.scheduler,
-            on_retry=lambda error: self.report(context, "receive", error),
-        )
+
+        def read_from(start: Position) -> Observable[EventBatch]:
+            return partition_batches(
+                self.hub,
+                pid,
+                consumer_group=self.consumer_group,
+                start=start,
+                owner_level=reading.owner_level,
+                prefetch=reading.prefetch,
+                max_batch_size=reading.max_batch_size,
+                max_wait=reading.max_wait,
+                max_inflight=reading.max_inflight,
+                emit_empty=reading.emit_empty,
+                track_last_enqueued_event_properties=reading.track_last_enqueued_event_properties,
+                scheduler=self.scheduler,
+                on_retry=lambda error: self.report(context, "receive", error),
+            )
+
+        settings, store, check = self.settings, self.loop.store, None
+        batches = read_from(start)
+        if checkpoint is None and settings.seed_checkpoint and pick(settings.start_positions, pid) is None:
+            batches = seeded_start(self.hub, store, session, start).pipe(ops.flat_map(read_from))
+        elif checkpoint is not None and start == checkpoint.position() and settings.checkpoint_out_of_range:
+            check = watch_range(self.hub, store, session, checkpoint, settings.checkpoint_out_of_range,
+                                self._session_fail)
         initialized: AsyncSubject[None] = AsyncSubject()
         source: Observable[EventBatch] = batches
         if self.hooks.on_partition_initialize is not None:  # read once the hook returned
@@ -198,6 +209,9 @@ class Consumer:
         ).subscribe(on_completed=ready, scheduler=self.scheduler)
         if not self.disposed:
             self.observer.on_next(stream)
+        if check is not None:  # beside the first reads (_start_check)
+            check.subscribe(on_error=lambda e: log.debug("partition %s: range check failed: %r", pid, e),
+                            scheduler=self.scheduler)
 
     def on_revoke(self, session: PartitionSession, reason: RevokeReason) -> None:
         stream = self.streams.get(session.partition_id)

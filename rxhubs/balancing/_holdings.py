@@ -123,12 +123,20 @@ class Holdings:
         Gained: released or expired partitions claimed, or partitions handed to this consumer (``handed``). Their
         checkpoints are final already: an owner writes a partition's checkpoint before it releases it, and the listing
         that showed the release came before this read (an expired owner writes no more). Not for steals (the owner still
-        reads), fenced stores (the fence reads them) or while stopping. The partitions handed over start as soon as
-        their checkpoints are read (:meth:`_start_handed`), without waiting for the claim of the rest.
+        reads) or while stopping; with a fenced store, the fence reads them: the partitions handed over are fenced
+        alongside the claim, and each starts as soon as its fence answered (:meth:`_start_fenced`); partitions
+        claimed are fenced after the claim. The partitions handed over start as soon as their checkpoints are read
+        (:meth:`_start_handed`), without waiting for the claim of the rest.
         """
         gaining = decision.claim or bool(handed)
-        if not gaining or decision.steal or is_fenced(self.store) or self._stopping is not None:
+        fenced = is_fenced(self.store)
+        if not gaining or decision.steal or (fenced and not handed) or self._stopping is not None:
             return await self.calls.claim(sent), None
+        if fenced:  # the handed partitions' fences go out with the claim; each starts on its fence's answer
+            def start(record: Ownership, result: Fenced | Exception) -> None:
+                self._start_fenced(record, result, sent_at, decision)
+
+            return await self.calls.claim_fencing(sent, list(handed.values()), start), None
 
         def start_handed(checkpoints: dict[str, Checkpoint]) -> None:
             self._start_handed(handed, checkpoints, sent_at, decision)
@@ -151,6 +159,22 @@ class Holdings:
                 session = self._new_session(pid, record, sent_at, decision)
                 session.state = SessionState.READING
                 self.listener.on_acquired(session, checkpoints.get(pid))
+
+    def _start_fenced(self, record: Ownership, result: Fenced | Exception, sent_at: float, decision: Plan) -> None:
+        """Start one partition handed to this consumer as soon as its fence answered, the round's claim in flight.
+
+        The fence began the period before anything is read, as for any partition gained. A failed fence starts
+        nothing: the round fences the partition again after its claim, and takes the outcome in as it does for
+        claimed partitions (lost: given up; another failure: the round is retried).
+        """
+        pid = record.partition_id
+        if self._stopping is not None or isinstance(result, Exception) or pid in self.sessions:
+            return
+        session = self._new_session(pid, record, sent_at, decision)
+        checkpoints = self._fenced_checkpoints([session], [result])
+        if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
+            session.state = SessionState.READING
+            self.listener.on_acquired(session, checkpoints.get(pid))
 
     async def _checkpoints_of_claimed(self, read: dict[str, Checkpoint] | None = None) -> dict[str, Checkpoint]:
         """The stored checkpoints, if partitions were just gained (none are read while stopping).

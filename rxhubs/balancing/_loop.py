@@ -42,14 +42,14 @@ from reactivex import abc
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._retry import Backoff, is_retriable
-from rxhubs._rx import Signal, deadline, from_coroutine, sleep
-from rxhubs.balancing._holdings import Holdings
+from rxhubs._rx import Signal, deadline, from_coroutine
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
-from rxhubs.balancing._records import presence_etag, releases_of, split_won
+from rxhubs.balancing._records import releases_of
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
+from rxhubs.balancing._wind_down import WindDown
 from rxhubs.stores import CheckpointStore
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
@@ -59,11 +59,9 @@ log = logging.getLogger("rxhubs.balancing")
 #: Partition ids are re-read from the hub every this many rounds (partitions can be added to a live hub:
 #: every round, so new ones are claimed within an interval of appearing; one management call per round).
 _REFRESH_IDS_EVERY = 1
-#: Attempts at the final release before the records are left to expire.
-_FINAL_ATTEMPTS = 4
 
 
-class BalancingLoop(Holdings):
+class BalancingLoop(WindDown):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
     Args:
@@ -293,33 +291,6 @@ class BalancingLoop(Holdings):
             self._wake.clear()
             await self._wake.wait(remaining)
 
-    async def _wind_down(self) -> None:
-        """Keep renewing what is still draining; then release everything and the presence record at once."""
-        next_renewal = self._stopped_at + self.settings.load_balancing_interval
-        while any(not s.ready for s in self.sessions.values()):
-            remaining = next_renewal - self._now()
-            if remaining <= 0:
-                renewed = await self._renew_draining()
-                wait = self.settings.load_balancing_interval if renewed else self.retry.delay(1)
-                next_renewal = self._now() + min(wait, self.settings.load_balancing_interval)
-                continue
-            self._wake.clear()
-            await self._wake.wait(remaining)
-        for attempt in range(1, _FINAL_ATTEMPTS + 1):
-            try:
-                releases = releases_of(self.sessions.values())
-                await self.calls.claim([*releases, await self._final_presence_record()])
-            except Exception as exc:
-                self.listener.on_error("release", exc)
-                if attempt < _FINAL_ATTEMPTS:
-                    log.warning("balancing: releasing on stop failed (%s); retrying", exc)
-                    await sleep(self.retry.delay(attempt))
-                    continue
-                log.warning("balancing: releasing on stop failed (%s); the records will expire instead", exc)
-                releases = []
-            self._finish(releases)
-            return
-
     # -- the steps of a round ----------------------------------------------------------------------------------
     async def _partition_ids(self) -> tuple[str, ...] | None:
         """The hub's partition ids, re-read every round but while a handover is awaited; None if that failed for good.
@@ -402,45 +373,6 @@ class BalancingLoop(Holdings):
             self._release_failed = True
             return
         self._forget_released(releases)
-
-    async def _renew_draining(self) -> bool:
-        """While stopping: keep the records still being handed over from expiring. True if renewed."""
-        renew = [s.record for s in self.sessions.values() if not s.ready]
-        started = self._now()
-        try:
-            won = await self.calls.claim(renew)
-        except Exception:
-            self._expire()
-            return False
-        records, _ = split_won(won, self.presence_group, self.owner_id)
-        for pid, record in records.items():
-            session = self.sessions.get(pid)
-            if session is not None:
-                session.record, session.renewed_at = record, started
-        self._arm_watchdog()
-        return True
-
-    async def _final_presence_record(self) -> Ownership:
-        if self._presence_etag is None:  # the last presence claim failed: read the record's etag first
-            return self._presence_record(await self.calls.presence(), "")
-        return self._presence_record(None, "")
-
-    # -- records -------------------------------------------------------------------------------------------
-    def _presence_record(self, presence: list[Ownership] | None, owner_id: str) -> Ownership:
-        ns, hub, _ = self.group
-        etag = self._presence_etag if presence is None else presence_etag(presence, self.owner_id)
-        return Ownership(ns, hub, self.presence_group, self.owner_id, owner_id, None, etag)
-
-    # -- the end -------------------------------------------------------------------------------------------
-    def _finish(self, releases: list[Ownership]) -> None:
-        self._forget_released(releases)
-        for pid in list(self.sessions):
-            self._lose(pid, "stopped")
-        self._finished = True
-        if self._watchdog is not None:
-            self._watchdog.dispose()
-            self._watchdog = None
-        self.listener.on_stopped(self.fatal)
 
     def _crashed(self, error: Exception) -> None:
         log.error("balancing: the loop failed: %r", error)

@@ -39,6 +39,7 @@ from rxhubs.balancing._settings import (
     StartInput,
     default_owner_id,
 )
+from rxhubs.balancing._start_check import OutOfRangePolicy, warn_keda_case
 from rxhubs.balancing._stream import PartitionStream
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources._settings import DEFAULT_READ
@@ -76,6 +77,8 @@ def partitions(
     on_partition_close: CloseHook | None = None,
     on_partition_error: ErrorHook | None = None,
     positions: TablePositions | None = None,
+    checkpoint_out_of_range: OutOfRangePolicy | None = "earliest",
+    seed_checkpoint: bool = False,
 ) -> Observable[PartitionStream]:
     """An Observable of :class:`PartitionStream`: one per partition this consumer owns, balanced with its peers.
 
@@ -136,6 +139,13 @@ def partitions(
             :class:`~rxhubs.operators.TransactionalSink`, used with :func:`rxhubs.operators.exactly_once`): a
             partition gained is read right after the table's position, which wins over the checkpoint (the
             checkpoint is used where the table has none; ``start`` is refused with it). See ``docs/exactly-once.md``.
+        checkpoint_out_of_range: A checkpoint after the partition's last event (a recreated hub) or before its
+            first retained one, found beside the first reads of a partition claimed: logged at WARNING and read
+            from the first retained event (``"earliest"``, the default), from the end (``"latest"``), or the
+            partition stopped with :class:`~rxhubs.errors.CheckpointOutOfRangeError` (``"fail"``); None: no
+            check. See ``docs/operations.md``.
+        seed_checkpoint: A partition claimed without a checkpoint gets one at once, where ``default_start``
+            lands, before it is read (so KEDA's scaler does not count a new group's whole retention).
 
     Returns:
         An Observable of :class:`PartitionStream`; it completes after a graceful stop released everything.
@@ -183,9 +193,12 @@ def partitions(
         track_last_enqueued_event_properties,
         start_inclusive,
         store_timeout,
+        checkpoint_out_of_range,
+        seed_checkpoint,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)
+    warn_keda_case(hub.fully_qualified_namespace, hub.eventhub_name, checked_store)
     if positions is not None:
         if start is not None:
             raise ConfigurationError("start= and positions= do not combine: the table's position decides where"

@@ -16,6 +16,7 @@ from reactivex import abc
 from rxhubs._models import CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
 from rxhubs.balancing._positions import TablePositions
+from rxhubs.balancing._start_check import OutOfRangePolicy, check_policy
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources import ReadSettings
 from rxhubs.sources._settings import DEFAULT_READ
@@ -119,6 +120,10 @@ class ConsumerSettings:
         start_inclusive: Whether a sequence-number, time or offset start includes that event (the SDK's
             ``starting_position_inclusive``); a bool, or a mapping of partition id to bool.
         store_timeout: Seconds a store call may take before it fails (retriable); None: one interval.
+        checkpoint_out_of_range: What to do with a checkpoint outside its partition, found when the partition is
+            claimed: ``"earliest"``, ``"latest"``, ``"fail"``, or None (no check); see ``_start_check``.
+        seed_checkpoint: Write a checkpoint when a partition without one is claimed, where ``default_start``
+            lands (so KEDA does not count the whole retention of a new group).
 
     Example:
         >>> settings = ConsumerSettings(owner_id="a", load_balancing_interval=2.0, ownership_expiration=6.0)
@@ -145,6 +150,8 @@ class ConsumerSettings:
     track_last_enqueued_event_properties: bool | None = None
     start_inclusive: bool | Mapping[str, bool] = False
     store_timeout: float | None = None
+    checkpoint_out_of_range: OutOfRangePolicy | None = "earliest"
+    seed_checkpoint: bool = False
     default_positions: StartOption = field(init=False, repr=False, compare=False)
     start_positions: StartOption = field(init=False, repr=False, compare=False)
     balancing: BalancingSettings = field(init=False, repr=False, compare=False)
@@ -154,6 +161,9 @@ class ConsumerSettings:
         owner_id = self.owner_id
         if not isinstance(owner_id, str) or not owner_id or "/" in owner_id:
             raise ConfigurationError(f"owner_id must be a non-empty str without '/', got {owner_id!r}")
+        check_policy(self.checkpoint_out_of_range)
+        if not isinstance(self.seed_checkpoint, bool):
+            raise ConfigurationError(f"seed_checkpoint must be a bool, got {self.seed_checkpoint!r}")
         inclusive = self.start_inclusive
         if not isinstance(inclusive, bool | Mapping):
             raise ConfigurationError(f"start_inclusive must be a bool or a mapping of ids to bools, got {inclusive!r}")
@@ -183,6 +193,8 @@ class ConsumerOptions(TypedDict, total=False):
     load_balancing_interval: float
     ownership_expiration: float
     store_timeout: float | None
+    checkpoint_out_of_range: OutOfRangePolicy | None
+    seed_checkpoint: bool
     default_start: StartInput
     start: StartInput
     start_inclusive: bool | Mapping[str, bool]

@@ -87,24 +87,58 @@ class StoreCalls:
         checkpoint from the same read; others return None for it. Concurrent under asyncio, one after the other
         in virtual time (where stores never wait anyway).
         """
+        return await self._fence_each(records, None)
+
+    async def _fence_each(
+        self, records: Sequence[Ownership], on_fenced: Callable[[Ownership, Fenced | Exception], None] | None
+    ) -> list[Fenced | Exception]:
+        """:meth:`fence`; ``on_fenced`` gets each record's outcome as soon as it is answered."""
         store = self.store
         assert isinstance(store, FencedCheckpointStore)
         stateful = cast(StatefulCheckpointStore, store) if is_stateful(store) else None
 
-        async def one(record: Ownership) -> Fenced:
-            if stateful is not None:
-                return await self._bounded("fence", "list", lambda: stateful.fence_with_state(record))
-            return await self._bounded("fence", "list", lambda: store.fence(record)), None
+        async def one(record: Ownership) -> Fenced | Exception:
+            try:
+                if stateful is not None:
+                    result: Fenced | Exception = await self._bounded(
+                        "fence", "list", lambda: stateful.fence_with_state(record)
+                    )
+                else:
+                    result = await self._bounded("fence", "list", lambda: store.fence(record)), None
+            except Exception as exc:
+                result = exc
+            if on_fenced is not None:
+                on_fenced(record, result)
+            return result
 
         if current_stepper() is None:
-            return list(await asyncio.gather(*(one(r) for r in records), return_exceptions=True))  # type: ignore[arg-type]
-        results: list[Fenced | Exception] = []
-        for record in records:
-            try:
-                results.append(await one(record))
-            except Exception as exc:
-                results.append(exc)
-        return results
+            return list(await asyncio.gather(*(one(r) for r in records)))
+        return [await one(record) for record in records]
+
+    async def claim_fencing(
+        self,
+        records: Sequence[Ownership],
+        handed: Sequence[Ownership],
+        on_fenced: Callable[[Ownership, Fenced | Exception], None],
+    ) -> list[Ownership]:
+        """:meth:`claim`, and meanwhile the fence of each record ``handed`` to this consumer (a fenced store only).
+
+        A handed record names this consumer already (its former owner wrote it so, and the listing that showed it
+        gave its current etag), and the claim does not carry it: its fence needs no claim first. ``on_fenced`` gets
+        each fence's outcome (checkpoint and state, or the exception) as soon as it is answered, while the claim
+        may still be in flight; the claim's answer is returned. Concurrent under asyncio, the fences first in
+        virtual time.
+        """
+        if current_stepper() is not None:
+            await self._fence_each(handed, on_fenced)
+            return await self.claim(records)
+        # the claim last, so that it names the operation; both answered before a failed claim raises
+        fenced, won = await asyncio.gather(self._fence_each(handed, on_fenced), self.claim(records),
+                                           return_exceptions=True)
+        for outcome in (won, fenced):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return cast(list[Ownership], won)
 
     async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
         """Claim, renew or release ``records`` in one call; the records won."""

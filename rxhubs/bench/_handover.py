@@ -1,7 +1,7 @@
 """Scenario ``handover``: events processed by two owners when a second consumer joins, rxhubs vs the SDK.
 
 One emulator (own process), one Azurite, 16 partitions (8 with ``--quick``; ``--partitions N`` for another
-count) under a steady load. Consumer A
+count) under a steady load (800 events/s; ``--rate N`` for another). Consumer A
 starts alone; B joins; both run a while; both stop. Each records every (partition, sequence number) it
 processed (each batch takes 20 ms of "work"); an event both processed was processed by two owners. The official
 processor (``EventHubConsumerClient`` with the official blob store, checkpointing every batch as its samples do) and
@@ -11,13 +11,16 @@ Target: 0 for rxhubs (the official processor was measured at 250 of 30,905 in th
 For each partition that moved from A to B it also reports the handover's timing: the old owner's last event
 to the new owner's first (the gap), the new owner's claim (the store's answer giving it the partition) to its
 first event, and A's cold start (process start to its first event); and, per consumer, the checkpoint-store
-requests per load-balancing interval (a counting proxy around each side's store) and the TCP connections to
+HTTP requests per load-balancing interval (counted in each side's storage client pipeline, so each side runs its
+blob store as users pass it: rxhubs' ``BlobCheckpointStore`` fenced, ``--unfenced`` for the store without its
+fence, for comparison; ``store_requests_by_kind`` splits them by method and blob) and the TCP connections to
 the hub it held at the end. Medians and the 95th percentile over the moved partitions of six trials per side
 (six handovers of half the partitions; two with ``--quick``, ``--trials N`` for another count), the two sides'
 trials alternating; each side's figures are its own, from the same run. The ``handover_timeline`` figure
 gives, per step of a handover, the median time from the old owner's last event: its stream closed, release
-written, release seen by the newcomer, its claim, its checkpoint read, its ``on_partition_initialize``, its link
-attached (rxhubs), its first batch delivered and processed.
+written, release seen by the newcomer, its claim, its checkpoint read (unfenced) or its fence answered (the fenced
+store's ``fence`` reads the checkpoint), its ``on_partition_initialize``, its link attached (rxhubs), its first
+batch delivered and processed.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ RATE = 800  # events/s
 WARM_ROUNDS = 20
 
 
-def _producer(conn: str, stop: threading.Event, partitions: int, warm: threading.Event | None = None) -> None:
+def _producer(
+    conn: str, stop: threading.Event, partitions: int, warm: threading.Event | None = None, rate: int = RATE
+) -> None:
     from azure.eventhub import EventData, EventHubProducerClient
 
     with EventHubProducerClient.from_connection_string(conn) as producer:
@@ -61,7 +66,7 @@ def _producer(conn: str, stop: threading.Event, partitions: int, warm: threading
         while not stop.is_set():
             for p in range(partitions):
                 batch = producer.create_batch(partition_id=str(p))
-                for _ in range(max(1, RATE // partitions // 10)):
+                for _ in range(max(1, rate // partitions // 10)):
                     batch.add(EventData(str(n)))
                     n += 1
                 producer.send_batch(batch)
@@ -71,7 +76,9 @@ def _producer(conn: str, stop: threading.Event, partitions: int, warm: threading
             time.sleep(0.1)
 
 
-def _trial(impl: str, env: dict[str, str], folder: Path, alone: float, together: float) -> dict[str, Any]:
+def _trial(
+    impl: str, env: dict[str, str], folder: Path, alone: float, together: float, unfenced: bool = False
+) -> dict[str, Any]:
     """Run A, then B as well; return what each recorded (see _handover_worker), and the run's length."""
     container = f"handover-{uuid.uuid4().hex[:10]}"
     if impl == "sdk":
@@ -95,7 +102,8 @@ def _trial(impl: str, env: dict[str, str], folder: Path, alone: float, together:
             stderr = files[owner] = open(Path(logs) / f"{container}-{impl}-{owner}.log", "w")  # noqa: SIM115
         procs[owner] = subprocess.Popen(
             [sys.executable, "-m", "rxhubs.bench._handover_worker", "--impl", impl, "--owner", owner,
-             "--container", container, "--out", str(folder / f"{impl}-{owner}.json")],
+             "--container", container, "--out", str(folder / f"{impl}-{owner}.json"),
+             *(["--unfenced"] if unfenced and impl == "rxhubs" else [])],
             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=stderr, text=True,
         )
         out = procs[owner].stdout
@@ -128,7 +136,7 @@ def _p95(values: list[float]) -> float | None:
 #: The steps of a handover, in order, as (name, where the newcomer's record keeps it).
 STEPS = (
     ("old_closed", None), ("release_written", None), ("release_seen", "seen_released"), ("claimed", "won"),
-    ("checkpoint_read", "checkpoint_reads"), ("initialized", "claims"), ("link_open", "opened"),
+    ("checkpoint_read", "checkpoint_reads"), ("fenced", "fenced"), ("initialized", "claims"), ("link_open", "opened"),
     ("first_delivered", "delivered"), ("first_processed", None),
 )
 
@@ -151,7 +159,7 @@ def _steps(a: dict[str, Any], b: dict[str, Any], pid: str, last_a: float, first_
         elif key == "claims":
             if b[key].get(pid):
                 at[name] = min(b[key][pid])
-        elif pid in b[key]:
+        elif pid in b.get(key, {}):
             at[name] = b[key][pid]
     at["first_processed"] = first_b
     return {name: t - last_a for name, t in at.items()}
@@ -165,6 +173,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     claim_to_first: list[float] = []
     cold: list[float] = []
     requests: list[float] = []
+    by_kind: dict[str, float] = {}
     looks = 0
     connections: list[int] = []
     steps: dict[str, list[float]] = {}
@@ -199,6 +208,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
             cold.append(first_a - a["started"])
         intervals = records["seconds"] / INTERVAL
         requests.append((a["store_calls"] + b["store_calls"]) / 2 / intervals)
+        for kind, n in [*a.get("requests", {}).items(), *b.get("requests", {}).items()]:
+            by_kind[kind] = by_kind.get(kind, 0.0) + n / 2 / intervals / len(trials)
         looks += a.get("looks", 0) + b.get("looks", 0)
         connections += [a["connections"], b["connections"]]
     return {
@@ -208,6 +219,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         "claim_to_first_median": _median(claim_to_first),
         "cold_start": _median(cold),
         "store_requests_per_interval": round(statistics.mean(requests), 1) if requests else None,
+        "store_requests_by_kind": {kind: round(n, 1) for kind, n in sorted(by_kind.items())},
         "looks_per_trial": looks / len(trials) if trials else 0,
         "connections_per_consumer": connections,
         "timeline": {name: _median(steps[name]) for name, _ in STEPS if name in steps},
@@ -222,19 +234,23 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     partitions, trials = sized(args, (PARTITIONS, TRIALS), (QUICK_PARTITIONS, 2), (SMOKE_PARTITIONS, 1))
     partitions = getattr(args, "partitions", None) or partitions
     trials = getattr(args, "trials", None) or trials
+    rate = getattr(args, "rate", None) or RATE
+    unfenced = bool(getattr(args, "unfenced", False))
     results: dict[str, dict[str, Any]] = {}
     with emulator_process({"handover": partitions}) as conns, Azurite() as azurite, \
             tempfile.TemporaryDirectory() as tmp:
         env = {"RXHUBS_BENCH_EVENTHUB": conns["handover"], "RXHUBS_BENCH_STORAGE": azurite.connection_string}
         stop, warm = threading.Event(), threading.Event()
-        producer = threading.Thread(target=_producer, args=(conns["handover"], stop, partitions, warm), daemon=True)
+        producer = threading.Thread(
+            target=_producer, args=(conns["handover"], stop, partitions, warm, rate), daemon=True
+        )
         producer.start()
         warm.wait(timeout=120)  # every partition's link open and sending steadily before the first trial
         try:
             runs: dict[str, list[dict[str, Any]]] = {"sdk": [], "rxhubs": []}
             for _ in range(trials):
                 for impl in ("sdk", "rxhubs"):
-                    runs[impl].append(_trial(impl, env, Path(tmp), alone, together))
+                    runs[impl].append(_trial(impl, env, Path(tmp), alone, together, unfenced))
             results = {impl: summarize(records) for impl, records in runs.items()}
         finally:
             stop.set()
@@ -255,7 +271,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             higher_is_better=False, met=ours["twice"] == 0 and ours["by_b"] > 0,
             events_rxhubs=ours["events"], events_baseline=theirs["events"], by_a_rxhubs=ours["by_a"],
             by_b_rxhubs=ours["by_b"], by_a_baseline=theirs["by_a"], by_b_baseline=theirs["by_b"],
-            partitions=partitions, trials=trials,
+            partitions=partitions, trials=trials, events_per_s=rate, fenced=not unfenced,
         ),
         figure("handover", "events_lost", "events", ours["lost"], theirs["lost"], baseline, "0",
                higher_is_better=False, met=ours["lost"] == 0),
@@ -273,7 +289,8 @@ def run(args: Any = None) -> list[dict[str, Any]]:
         figure("handover", "store_requests_per_consumer_per_interval", "requests", ours["store_requests_per_interval"],
                theirs["store_requests_per_interval"], baseline, None, higher_is_better=False,
                # rxhubs: listings between rounds by a consumer awaiting a handover (both consumers, per trial)
-               looks_per_trial_rxhubs=ours["looks_per_trial"]),
+               looks_per_trial_rxhubs=ours["looks_per_trial"], by_kind_rxhubs=ours["store_requests_by_kind"],
+               by_kind_baseline=theirs["store_requests_by_kind"]),
         figure("handover", "connections_per_consumer", "connections", max(ours["connections_per_consumer"]),
                max(theirs["connections_per_consumer"]), baseline, None, higher_is_better=False,
                rxhubs_a_b=ours["connections_per_consumer"], baseline_a_b=theirs["connections_per_consumer"]),

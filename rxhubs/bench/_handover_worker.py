@@ -4,13 +4,19 @@ Connection strings come from RXHUBS_BENCH_EVENTHUB / RXHUBS_BENCH_STORAGE. It ru
 graceful stop; the SDK: close), then writes to --out a JSON object: ``processed`` (partition, sequence number,
 wall time) for each event, ``claims`` and ``closes`` (wall times per partition, from the
 ``on_partition_initialize`` and ``on_partition_close`` hooks), ``started`` (wall time the process began),
-``store_calls`` (checkpoint-store requests, counted by a proxy around the store), ``connections`` (TCP
-connections this process held to the hub at SIGTERM), and the steps of each handover as the proxy and the
-receiver saw them (wall times per partition): ``won`` (a claim returned the partition as this consumer's),
-``released`` (a claim returned it with no owner, or another's), ``seen_released`` (a listing showed it with no
-owner, or handed to this consumer),
-``checkpoint_reads`` (every ``list_checkpoints`` answer), ``opened`` (rxhubs: the receiver's link attached),
-``delivered`` (a batch reached the user's function, before its work).
+``store_calls`` (HTTP requests to the storage account, counted in the storage client's pipeline by its
+``raw_request_hook``, every retry included) and ``requests`` (the same, by method and kind of blob),
+``connections`` (TCP connections this process held to the hub at SIGTERM), and the steps of each handover as
+the store and the receiver saw them (wall times per partition): ``won`` (a claim returned the partition as this
+consumer's), ``released`` (a claim returned it with no owner, or another's), ``seen_released`` (a listing
+showed it with no owner, or handed to this consumer), ``checkpoint_reads`` (every ``list_checkpoints``
+answer), ``fenced`` (rxhubs: the blob store's ``fence`` answered, which also read the checkpoint), ``opened``
+(rxhubs: the receiver's link attached), ``delivered`` (a batch reached the user's function, before its work).
+
+Each side runs its store as users pass it: rxhubs gets ``rxhubs.stores.BlobCheckpointStore`` itself (a subclass
+that only notes the answers of its verbs, so it keeps the fence), the official processor the official
+``BlobCheckpointStore`` behind a proxy that notes the answers (it checks nothing by type). ``--unfenced`` runs the
+rxhubs side on a plain ``CheckpointStore`` around the blob store instead, without the fence, for comparison.
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ class Record:
         self.claims: dict[str, list[float]] = defaultdict(list)
         self.closes: dict[str, list[float]] = defaultdict(list)
         self.store_calls = 0
+        self.requests: dict[str, int] = defaultdict(int)
         self.connections = 0
         self.won: dict[str, float] = {}
         self.released: dict[str, float] = {}
         self.seen_released: dict[str, float] = {}
         self.checkpoint_reads: list[float] = []
+        self.fenced: dict[str, float] = {}
         self.opened: dict[str, float] = {}
         self.delivered: dict[str, float] = {}
         self.listings = {"group": 0, "presence": 0}
@@ -77,6 +85,15 @@ class Record:
             else:  # released, or handed to another consumer
                 self.released.setdefault(pid, now)
 
+    def count_request(self, request: Any) -> None:
+        """The storage client's ``raw_request_hook``: one HTTP request about to be sent (each retry too)."""
+        self.store_calls += 1
+        http = request.http_request
+        url = str(http.url)
+        kind = "list" if "comp=list" in url else next((k for k in ("ownership", "checkpoint") if f"/{k}/" in url),
+                                                       "other")
+        self.requests[f"{http.method} {kind}"] += 1
+
     def first_delivered(self, partition_id: str) -> None:
         self.delivered.setdefault(partition_id, time.time())
 
@@ -97,10 +114,10 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return {"processed": self.processed, "claims": self.claims, "closes": self.closes, "started": STARTED,
-                "store_calls": self.store_calls, "connections": self.connections, "won": self.won,
-                "released": self.released, "seen_released": self.seen_released,
-                "checkpoint_reads": self.checkpoint_reads, "opened": self.opened, "delivered": self.delivered,
-                "looks": self.looks(), "listed": self.listed}
+                "store_calls": self.store_calls, "requests": self.requests, "connections": self.connections,
+                "won": self.won, "released": self.released, "seen_released": self.seen_released,
+                "checkpoint_reads": self.checkpoint_reads, "fenced": self.fenced, "opened": self.opened,
+                "delivered": self.delivered, "looks": self.looks(), "listed": self.listed}
 
     def looks(self) -> int:
         """Looks for a handover between rounds.
@@ -126,8 +143,8 @@ class LinkOpened(logging.Handler):
             self._record.opened.setdefault(str(args[0]), log_record.created)
 
 
-class CountingStore:
-    """A checkpoint store (either side's) that counts the requests made of it."""
+class NotingStore:
+    """The official processor's store, noting what its verbs answered (the requests are counted by the client)."""
 
     VERBS = ("list_ownership", "claim_ownership", "list_checkpoints", "update_checkpoint")
 
@@ -140,62 +157,90 @@ class CountingStore:
         if name not in self.VERBS:
             return attribute
 
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            self._record.store_calls += 1
+        async def noted(*args: Any, **kwargs: Any) -> Any:
             result = await attribute(*args, **kwargs)
             self._record.note(name, result)
             return result
 
-        return counted
+        return noted
 
 
-def rx_counting_store(inner: Any, record: Record) -> Any:
-    """The store for the rxhubs side, counted (a CheckpointStore subclass: rxhubs tells store kinds by type)."""
-    from rxhubs.stores import CheckpointStore
+def rx_store(conn: str, container: str, record: Record, *, fenced: bool = True) -> Any:
+    """The rxhubs side's store: ``BlobCheckpointStore`` as users pass it, its requests counted, its answers noted.
 
-    class Counted(CheckpointStore):
-        # whole seconds on a blob: the loop allows for it in expiry and when it looks for a release
-        timestamp_resolution = getattr(inner, "timestamp_resolution", 0.0)
+    A subclass, so it is fenced (``is_fenced``) exactly as the store users pass is; with ``fenced=False`` a plain
+    ``CheckpointStore`` around it, which rxhubs runs without the fence.
+    """
+    from rxhubs.stores import BlobCheckpointStore, CheckpointStore
 
+    class Noted(BlobCheckpointStore):
         async def list_ownership(self, *args: Any) -> Any:
-            record.store_calls += 1
-            # a round lists the group and the presence group; a look between rounds lists the group only
+            # a round lists the group and the presence group; a look between rounds lists both at once
             kind = "presence" if str(args[2]).endswith("$presence") else "group"
             record.listings[kind] += 1
             began = time.time()
-            result = await inner.list_ownership(*args)
+            result = await super().list_ownership(*args)
             record.listed.append((kind, began, time.time()))
             record.note("list_ownership", result)
             return result
 
         async def claim_ownership(self, ownerships: Any) -> Any:
-            record.store_calls += 1
-            result = await inner.claim_ownership(ownerships)
+            result = await super().claim_ownership(ownerships)
             record.note("claim_ownership", result)
             return result
 
         async def list_checkpoints(self, *args: Any) -> Any:
-            record.store_calls += 1
-            result = await inner.list_checkpoints(*args)
+            result = await super().list_checkpoints(*args)
             record.note("list_checkpoints", result)
             return result
 
-        async def update_checkpoint(self, checkpoint: Any) -> None:
-            record.store_calls += 1
-            await inner.update_checkpoint(checkpoint)
+        async def fence(self, ownership: Any) -> Any:
+            result = await super().fence(ownership)
+            record.fenced.setdefault(ownership.partition_id, time.time())
+            return result
 
-    return Counted()
+        async def fence_with_state(self, ownership: Any) -> Any:  # what rxhubs calls on a store that keeps state
+            result = await super().fence_with_state(ownership)
+            record.fenced.setdefault(ownership.partition_id, time.time())
+            return result
+
+    store = Noted.from_connection_string(conn, container, raw_request_hook=record.count_request)
+    if fenced:
+        return store
+
+    class Unfenced(CheckpointStore):
+        # whole seconds on a blob: the loop allows for it in expiry and when it looks for a release
+        timestamp_resolution = store.timestamp_resolution
+
+        async def list_ownership(self, *args: Any) -> Any:
+            return await store.list_ownership(*args)
+
+        async def claim_ownership(self, ownerships: Any) -> Any:
+            return await store.claim_ownership(ownerships)
+
+        async def list_checkpoints(self, *args: Any) -> Any:
+            return await store.list_checkpoints(*args)
+
+        async def update_checkpoint(self, checkpoint: Any) -> None:
+            await store.update_checkpoint(checkpoint)
+
+        async def close(self) -> None:
+            await store.close()
+
+    return Unfenced()
 
 
 async def sdk(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> None:
     from azure.eventhub.aio import EventHubConsumerClient
     from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore
 
-    store = BlobCheckpointStore.from_connection_string(os.environ["RXHUBS_BENCH_STORAGE"], args.container)
+    store = BlobCheckpointStore.from_connection_string(
+        os.environ["RXHUBS_BENCH_STORAGE"], args.container, raw_request_hook=record.count_request
+    )
     client = EventHubConsumerClient.from_connection_string(
         os.environ["RXHUBS_BENCH_EVENTHUB"],
         consumer_group="$Default",
-        checkpoint_store=cast(Any, CountingStore(store, record)),
+        checkpoint_store=cast(Any, NotingStore(store, record)),
         load_balancing_interval=INTERVAL,
         partition_ownership_expiration_interval=EXPIRY,
     )
@@ -224,9 +269,7 @@ async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> N
 
     import rxhubs
     from rxhubs import operators as hops
-    from rxhubs.stores import BlobCheckpointStore
-
-    store = BlobCheckpointStore.from_connection_string(os.environ["RXHUBS_BENCH_STORAGE"], args.container)
+    store = rx_store(os.environ["RXHUBS_BENCH_STORAGE"], args.container, record, fenced=not args.unfenced)
     hub = rxhubs.EventHub.from_connection_string(os.environ["RXHUBS_BENCH_EVENTHUB"])
     shutdown = rxhubs.Shutdown()
 
@@ -240,12 +283,11 @@ async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> N
     transport_log = logging.getLogger("rxhubs.transport.azure")
     transport_log.setLevel(logging.DEBUG)
     transport_log.addHandler(LinkOpened(record))
-    counted = rx_counting_store(store, record)
     pipeline: Any = rxhubs.consume(
-        hub, "$Default", counted, owner_id=args.owner, load_balancing_interval=INTERVAL,
+        hub, "$Default", store, owner_id=args.owner, load_balancing_interval=INTERVAL,
         ownership_expiration=EXPIRY, max_batch_size=100,
         on_partition_initialize=record.claimed, on_partition_close=record.closed,
-    ).pipe(hops.process(work), hops.checkpoint(counted, max_interval=1.0))
+    ).pipe(hops.process(work), hops.checkpoint(store, max_interval=1.0))
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=shutdown, signals=()))
     await stop.wait()
     record.count_connections()
@@ -261,6 +303,7 @@ def main() -> None:
     parser.add_argument("--owner", required=True)
     parser.add_argument("--container", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--unfenced", action="store_true", help="rxhubs: the store without its fence (comparison)")
     args = parser.parse_args()
     record = Record(args.owner if args.impl == "rxhubs" else None)
     if os.environ.get("RXHUBS_BENCH_DEBUG"):  # the consumer's log, with wall times, on stderr

@@ -22,6 +22,7 @@ EXAMPLES = """examples:
   rxhubs checkpoints --watch                      refresh every 2 s until Ctrl-C (exit code 0)
   rxhubs checkpoints --watch --interval 10 --count 6 --json   six snapshots 10 s apart, then exit
   rxhubs checkpoints --table sqlite:events.db     also the table's position (rxhubs consume --sink sqlite:...)
+  rxhubs checkpoints reset --to-earliest          move the group's positions (dry run; see reset --help)
 
 Columns: partition, owner (empty: released or never claimed), ownership age in seconds (older than the
 expiry means the owner stopped renewing), checkpoint sequence number, the partition's last enqueued
@@ -58,6 +59,9 @@ def add_parser(subparsers: Any) -> None:
         "--table", help="an exactly-once table (sqlite:PATH, delta:PATH): show its position per partition"
     )
     parser.set_defaults(run=run)
+    from rxhubs.cli import _reset
+
+    _reset.add_parser(parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser)))
 
 
 async def collect(

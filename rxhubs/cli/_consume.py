@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,32 @@ def add_parser(subparsers: Any) -> None:
         "--workers", type=int, default=None,
         help="run N consumer processes (default 1; 0: one per CPU); a store every process can share is needed",
     )
+    parser.add_argument(
+        "--lag-endpoint", metavar="[HOST:]PORT",
+        help="serve the group's lag over HTTP: /metrics (Prometheus) and /lag (JSON, for KEDA's metrics-api"
+        " scaler); a bare port binds 127.0.0.1",
+    )
+    parser.add_argument("--seed-checkpoint", action="store_true",
+                        help="write a checkpoint where a partition without one starts (KEDA then sees no backlog)")
+    parser.add_argument("--checkpoint-out-of-range", choices=["earliest", "latest", "fail", "off"], default="earliest",
+                        help="a checkpoint outside its partition (a recreated hub): where to read (default earliest)")
     parser.set_defaults(run=run)
+
+
+def lag_server(args: argparse.Namespace) -> Any:
+    """The ``--lag-endpoint`` server (not started), or None."""
+    if not args.lag_endpoint:
+        return None
+    from rxhubs.operate import LagServer
+    from rxhubs.operate._lag_server import parse_address
+
+    host, port = parse_address(args.lag_endpoint)
+    return LagServer(lambda: open_hub(args), lambda: open_store(args), args.consumer_group, host=host, port=port)
+
+
+def _serving(server: Any) -> None:
+    server.start()
+    print(f"rxhubs consume: lag at {server.url}/metrics and {server.url}/lag", file=sys.stderr, flush=True)
 
 
 def exactly_once(spec: str, options: dict[str, Any]) -> tuple[Any, Any]:
@@ -137,6 +163,10 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         options["start"] = Position.coerce(args.start)
     if args.interval:
         options["load_balancing_interval"] = args.interval
+    if args.seed_checkpoint:
+        options["seed_checkpoint"] = True
+    policy = args.checkpoint_out_of_range
+    options["checkpoint_out_of_range"] = None if policy == "off" else policy
     return options
 
 
@@ -180,9 +210,12 @@ def run_workers(args: argparse.Namespace) -> int:
             await close_all(hub, target)
 
     asyncio.run(check())
+    server = lag_server(args)
+    if server is not None:
+        _serving(server)  # here, to print its address; run_workers stops it
     summary = rxhubs.run_workers(
         functools.partial(worker_pipeline, args), workers=args.workers or os.cpu_count() or 1,
-        owner_prefix=args.owner_id, duration=args.duration,
+        owner_prefix=args.owner_id, duration=args.duration, lag=server,
     )
     print(summary, flush=True)
     return 0 if summary.ok else 1
@@ -200,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     # Bad options fail here, before any I/O. Hub and store are always closed on the loop that used them: an
     # aiohttp session (blob store) or AMQP connection left open ends the run with "Unclosed client session".
+    server = lag_server(args)
     hub = open_hub(args)
     store: Any = None
     target: Any = None
@@ -238,5 +272,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await close_all(hub, store, target, table)
 
-    asyncio.run(main())
+    if server is not None:
+        _serving(server)
+    try:
+        asyncio.run(main())
+    finally:
+        if server is not None:
+            server.stop()
     return 0

@@ -224,18 +224,12 @@ def _read_back(options: DemoOptions) -> tuple[dict[str, set[int]], int]:
     pairs: list[tuple[str, int]] = []
     table: Any = None
     if options.delta is not None:
-        # read in a child process that ends with os._exit: deltalake 1.6.6's native threads abort a process at
-        # its normal exit about one time in four after a read ("terminate called without an active exception")
-        import subprocess
+        import deltalake
 
-        code = ("import json, os, sys; from deltalake import DeltaTable as T; p = sys.argv[1]; t = T(p)"
-                ".to_pyarrow_table("
-                "columns=['partition', 'sequenceNumber']) if T.is_deltatable(p) else None; print(json.dumps([] if t is"
-                " None else list(zip(t.column('partition').to_pylist(), t.column('sequenceNumber').to_pylist()))),"
-                " flush=True); os._exit(0)")
-        done = subprocess.run([sys.executable, "-c", code, str(options.delta)], capture_output=True, text=True,
-                              check=True)
-        pairs = [(str(p), int(q)) for p, q in json.loads(done.stdout)]
+        from rxhubs.tables import read_delta  # not DeltaTable.to_pyarrow_table(): it can abort the exit
+
+        if deltalake.DeltaTable.is_deltatable(str(options.delta)):
+            table = read_delta(options.delta, ["partition", "sequenceNumber"])
     elif options.spark:
         import pyarrow.parquet as pq
 

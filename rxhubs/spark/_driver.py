@@ -8,7 +8,6 @@ event, as the connector does.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from rxhubs._models import PartitionProperties, Position
 from rxhubs.spark._connection import close_hub
 from rxhubs.spark._ranges import Offset, first_sequence_number, next_sequence_number
 from rxhubs.spark._source_options import Start, _Options
+from rxhubs.transport._seek import sequence_at
 
 if TYPE_CHECKING:
     from rxhubs.transport._hub import EventHub
@@ -84,22 +84,8 @@ class DriverSide:
         Read with a receiver, as the Scala connector does; a position past the last event (known from the
         partition's properties, or no event within a few seconds) means the partition's end.
         """
-        if props.is_empty:
-            return next_sequence_number(props)
-        last_time = props.last_enqueued_time_utc
-        if isinstance(position.value, _dt.datetime) and last_time is not None:
-            when, last = position.value, last_time if last_time.tzinfo else last_time.replace(tzinfo=_dt.UTC)
-            if when > last or (when == last and not position.inclusive):
-                return next_sequence_number(props)
-        if position.kind == "offset" and props.last_enqueued_offset.isdigit():
-            offset, last_offset = int(str(position.value)), int(props.last_enqueued_offset)
-            if offset > last_offset or (offset == last_offset and not position.inclusive):
-                return next_sequence_number(props)
-        opts = self._options
-        receiver = self._driver_hub().receiver(partition_id, opts.consumer_group, start=position, prefetch=1)
-        async with receiver:
-            events = await receiver.receive_batch(1, max_wait=min(opts.receive_timeout, _TRANSLATE_WAIT))
-        return events[0].sequence_number if events else next_sequence_number(props)
+        wait = min(self._options.receive_timeout, _TRANSLATE_WAIT)
+        return await sequence_at(self._driver_hub(), partition_id, self._options.consumer_group, position, props, wait)
 
     def _close_driver(self, closing: Any = None) -> None:
         """Close the driver's hub, ``closing`` (an async close function) and the loop; never raises."""

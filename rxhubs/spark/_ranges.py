@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pyspark.sql.datasource import InputPartition
 
-from rxhubs._models import PartitionProperties
+from rxhubs.transport._seek import first_sequence_number, next_sequence_number
 
 __all__ = ["Offset", "SequenceRange", "first_sequence_number", "next_sequence_number", "split", "spread"]
 
@@ -34,16 +34,6 @@ class SequenceRange(InputPartition):
 
     def __repr__(self) -> str:
         return f"SequenceRange(partition={self.partition!r}, start={self.start}, end={self.end})"
-
-
-def first_sequence_number(props: PartitionProperties) -> int:
-    """The first sequence number still retained (the next one to be enqueued when the partition is empty)."""
-    return props.last_enqueued_sequence_number + 1 if props.is_empty else props.beginning_sequence_number
-
-
-def next_sequence_number(props: PartitionProperties) -> int:
-    """The sequence number the next enqueued event will get."""
-    return props.last_enqueued_sequence_number + 1
 
 
 def spread(start: Mapping[str, int], latest: Mapping[str, int], max_rows: int) -> Offset:

@@ -78,7 +78,8 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
       retriable; refused credentials (401/403) and other 4xx are not. Messages never carry the account key
       or a SAS token, nor does ``repr``.
 
-    Unlike the official store, the client fails fast: two retries 0.5 s apart, 10 s to connect, 30 s to read
+    Unlike the official store, the client fails fast: two retries 0.5 s apart (none for a refused connection,
+    which is told at once), 10 s to connect, 30 s to read
     (the Storage SDK's default can retry for over a minute, longer than a load-balancing interval); callers
     bound each call further (``store_timeout``). A call that timed out, was cancelled or could not reach the
     account drops the client's pooled connections and the next call opens new ones: a path that went silent

@@ -220,11 +220,40 @@ def _wants_environment_proxies(options: dict[str, Any]) -> bool:
     return not {"use_env_settings", "proxies", "transport"} & options.keys()
 
 
+def refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it wraps) is a refused connection: nothing listens at the account's address."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        seen.add(id(exc))
+        os_error = getattr(exc, "os_error", None)  # aiohttp's ClientConnectorError
+        if isinstance(os_error, ConnectionRefusedError):
+            return True
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return False
+
+
+class _FailFastRetry(LinearRetry):
+    """The Storage SDK's linear retry, except that a refused connection is not retried.
+
+    A refused connection is an answer, not a silence: nothing listens at the account's address (the service is
+    down, or the address is wrong). Retrying it within the call only delays that answer past the caller's
+    deadline (a balancing interval), so the user would be told "did not answer within N s" instead of "cannot
+    reach the storage account". The caller's next call (the next renewal, the next checkpoint) is the retry.
+    """
+
+    def increment(self, settings: dict[str, Any], request: Any, response: Any = None, error: Any = None) -> bool:
+        if refused(error):
+            return False
+        return bool(super().increment(settings, request, response=response, error=error))
+
+
 def _client_options(url: str | None, options: dict[str, Any]) -> dict[str, Any]:
     """Fail-fast retries and time-outs, and proxies read once from the environment, unless overridden."""
     options = dict(options)
     if "retry_policy" not in options and "retry_total" not in options:
-        options["retry_policy"] = LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2)  # type: ignore[arg-type]
+        options["retry_policy"] = _FailFastRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2)  # type: ignore[arg-type]
     options.setdefault("connection_timeout", 10)
     options.setdefault("read_timeout", 30)
     if _wants_environment_proxies(options):
@@ -252,7 +281,8 @@ def _environment_proxies(url: str) -> dict[str, str] | None:
 def storage_error(exc: BaseException, where: str, container_name: str, secrets: list[str]) -> StoreError:
     """An azure-storage-blob / transport failure as a :class:`~rxhubs.errors.StoreError`, secrets redacted.
 
-    Refused credentials and a missing container are not retriable; time-outs, 5xx, 408 and 429 are.
+    Refused credentials and a missing container are not retriable; time-outs, 5xx, 408 and 429 are. A refused
+    connection says so ("cannot reach the storage account (connection refused: ...)").
     """
     if isinstance(exc, ClientAuthenticationError) or (
         isinstance(exc, HttpResponseError) and exc.status_code in (401, 403)
@@ -276,7 +306,8 @@ def storage_error(exc: BaseException, where: str, container_name: str, secrets: 
             retriable=retriable,
         )
     text = redact(str(exc), secrets).splitlines()
+    why = "connection refused: is the service running at that address? " if refused(exc) else ""
     return StoreError(
-        f"{where}: cannot reach the storage account ({type(exc).__name__}: {text[0] if text else ''})".rstrip(),
+        f"{where}: cannot reach the storage account ({why}{type(exc).__name__}: {text[0] if text else ''})".rstrip(),
         retriable=True,
     )

@@ -25,13 +25,15 @@ The etag each period last saw is cached per checkpoint blob; a miss costs one re
 **Operator state** (``commit_state``) is the checkpoint blob's **body**: one conditional upload replaces the
 body and the metadata together (``offset``, ``sequencenumber``, ``rxhubsfence`` and ``rxhubsstate``, the
 state's length), so the pair is atomic, and the official store, which reads only the metadata, still reads
-the position. ``fence_with_state`` reads body and metadata in one ``GET``. Any write of the metadata alone (a
+the position. ``fence_with_state`` reads the metadata (one ``HEAD``, as ``fence``) and, when it names a state,
+the body of that version (a ``GET`` conditional on the etag the ``HEAD`` saw). Any write of the metadata alone (a
 checkpoint without state, by rxhubs or the official store) drops ``rxhubsstate``: the body is then not the
 state of that checkpoint, and is ignored (the next state commit overwrites it).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from azure.core import MatchConditions
@@ -96,28 +98,44 @@ class _FencedBlobWrites(_Recycling):
     async def _fence(self, ownership: Ownership, *, with_state: bool) -> tuple[Checkpoint | None, bytes | None]:
         own_name, name = _names(ownership)
         key = period_key(ownership)
-        try:
+        blob = self._blob(name)
+
+        async def read() -> tuple[Any, bytes] | None:
+            """The checkpoint blob's properties and body (None: no blob); ResourceModifiedError: read it again.
+
+            One ``HEAD``; the body only when it holds state (a ``GET`` of an empty blob is two requests: the ranged
+            one the SDK starts with is refused), and only of the version that ``HEAD`` saw.
+            """
             try:
-                props = await self._blob(own_name).get_blob_properties()
+                props = await blob.get_blob_properties()
+                if not (with_state and STATE_KEY in _metadata(props) and props.size):
+                    return props, b""
+                download = await blob.download_blob(
+                    etag=f'"{normalize_etag(props.etag)}"', match_condition=MatchConditions.IfNotModified
+                )
+                return download.properties, await download.readall()
             except ResourceNotFoundError:
-                raise lost(ownership, "its ownership blob is gone") from None
-            owner = _metadata(props).get("ownerid")
-            if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
-                raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
-            blob = self._blob(name)
-            for _ in range(_ATTEMPTS):
-                body = b""
-                try:
-                    if with_state:
-                        download = await blob.download_blob()
-                        props, body = download.properties, await download.readall()
-                    else:
-                        props = await blob.get_blob_properties()
-                except ResourceNotFoundError:
+                return None
+
+        try:
+            # the ownership check and the first read of the checkpoint blob go out together; the stamp waits for both
+            outcomes: list[Any] = await asyncio.gather(
+                self._check_version(own_name, ownership), read(), return_exceptions=True
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
+                    raise outcome
+            first: tuple[Any, bytes] | ResourceModifiedError | None = outcomes[1]
+            for attempt in range(_ATTEMPTS):
+                if attempt > 0 or isinstance(first, ResourceModifiedError):
+                    try:  # changed between the chunks of a large body, or written meanwhile: read it again
+                        first = await read()
+                    except ResourceModifiedError:
+                        continue
+                if first is None:
                     self._fences[name] = (key, _ABSENT)
                     return None, None
-                except ResourceModifiedError:
-                    continue  # changed between the chunks of a large body: read it again
+                props, body = first
                 metadata = _metadata(props)
                 checkpoint = _checkpoint(ownership, metadata)
                 if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
@@ -132,7 +150,7 @@ class _FencedBlobWrites(_Recycling):
                 except (ResourceModifiedError, ResourceNotFoundError):
                     continue  # written meanwhile (by the former owner): read it again and stamp that
                 self._fences[name] = (key, str(normalize_etag(written["etag"])))
-                return checkpoint, self._state_of(name, metadata, body) if with_state else None
+                return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
         except RxHubsError:
             raise
         except (AzureError, OSError) as exc:
@@ -142,10 +160,10 @@ class _FencedBlobWrites(_Recycling):
             f"blob changed {_ATTEMPTS} times in a row"
         )
 
-    def _state_of(self, name: str, metadata: dict[str, str], body: bytes) -> bytes | None:
+    def _state_of(self, name: str, metadata: dict[str, str], body: bytes, size: int | None) -> bytes | None:
         if STATE_KEY in metadata:
             return body
-        if body:
+        if size:
             logger.warning(
                 "blob store %s: checkpoint blob %r was last written without state (by a pipeline without stateful"
                 " operators, or the official store): its body is not the state of that checkpoint; ignoring it",
@@ -224,6 +242,16 @@ class _FencedBlobWrites(_Recycling):
             f"blob store {self._url}: checkpoint of partition {checkpoint.partition_id!r}: the "
             f"checkpoint blob changed {_ATTEMPTS} times in a row"
         )
+
+    async def _check_version(self, own_name: str, ownership: Ownership) -> None:
+        """Raise unless the ownership blob is still at ``ownership``'s version (the fence's check)."""
+        try:
+            props = await self._blob(own_name).get_blob_properties()
+        except ResourceNotFoundError:
+            raise lost(ownership, "its ownership blob is gone") from None
+        owner = _metadata(props).get("ownerid")
+        if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
+            raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
 
     async def _check_owner(self, own_name: str, ownership: Ownership, writer: str | None) -> None:
         """Raise unless the checkpoint blob, last written by ``writer``'s period, may be overwritten by ours."""

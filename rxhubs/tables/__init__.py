@@ -8,7 +8,9 @@ after the table's position. Rows have the Spark Event Hubs connector's columns (
   importing this package does not import deltalake);
 * :class:`SqlSink`: any DB-API 2 connection; :class:`SqliteSink` / :func:`sqlite` on a file; :func:`postgresql`;
 * :class:`InMemoryTable`: in memory, for tests;
-* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``, ``postgresql://...``, ``delta:PATH``).
+* :func:`sink_for`: the table a command-line spec names (``sqlite:PATH``, ``postgresql://...``, ``delta:PATH``);
+* :func:`read_delta`: a Delta table's rows as a ``pyarrow.Table``, without the abort at exit that
+  ``DeltaTable.to_pyarrow_table()`` can cause.
 
 See ``docs/exactly-once.md``.
 
@@ -21,6 +23,7 @@ Example:
 from __future__ import annotations
 
 from rxhubs.tables._delta import DeltaSink
+from rxhubs.tables._delta_read import read_delta
 from rxhubs.tables._memory import InMemoryTable
 from rxhubs.tables._postgres import postgresql
 from rxhubs.tables._rows import COLUMNS
@@ -28,4 +31,5 @@ from rxhubs.tables._spec import sink_for
 from rxhubs.tables._sql import SqlSink
 from rxhubs.tables._sqlite import SqliteSink, sqlite
 
-__all__ = ["COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "sink_for", "sqlite"]
+__all__ = ["COLUMNS", "DeltaSink", "InMemoryTable", "SqlSink", "SqliteSink", "postgresql", "read_delta", "sink_for",
+           "sqlite"]

@@ -83,6 +83,36 @@ def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_r
     assert not g.duplicates() and not g.missing() and not g.overlaps()
 
 
+def test_with_a_fenced_store_the_newcomer_fences_what_it_was_handed_alongside_its_claim() -> None:
+    """The fence (which reads the checkpoint) needs no claim first for a record that names the newcomer already, so
+    it goes out with the round's claim and each partition starts on its fence's answer; nothing waits for the claim.
+    Each store call takes 0.5 s; in virtual time the fences go first, one after the other, then the claim."""
+    g = Group(8, interval=I, fenced=True, latency=0.5, work=0.05, checkpoint_interval=1.0)
+    g.traffic(0.5, 14.0, every=0.25)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    emitted: dict[str, float] = {}
+    on_stream = b._on_stream
+
+    def noted(stream: Any) -> None:
+        emitted.setdefault(stream.partition_id, g.scheduler.clock)
+        on_stream(stream)
+
+    b._on_stream = noted  # type: ignore[method-assign]
+    g.run(22.0)
+    handed = {"4", "5", "6", "7"}
+    assert b.owned == handed and set(emitted) == handed
+    assert not [pid for t, pid, _ in b.store.claimed if pid in handed and t < 15.0]  # handed, not claimed
+    first, last = min(emitted.values()), max(emitted.values())
+    looked = max(t for t, verb in b.store.calls if verb == "list_ownership" and t < first)  # the look that saw them
+    fences = [t for t, verb in b.store.calls if verb == "fence" and looked < t < last + 0.5]
+    assert len(fences) == len(handed)  # each fenced once, before it started
+    assert all(t <= emitted[pid] for t, pid in zip(sorted(fences), sorted(emitted, key=emitted.get), strict=True))
+    # no claim answered before they started: the round's claim went out with the fences, not before them
+    assert not [t for t, verb in b.store.calls if verb == "claim_ownership" and looked < t < last]
+    assert not g.duplicates() and not g.missing() and not g.overlaps()
+
+
 def test_while_a_handover_is_awaited_the_hub_prepares_the_links_it_brings_and_a_steady_group_prepares_none() -> None:
     """After each round that awaits partitions, a hub that can (``rxhubs.EventHub``'s warm sessions) is asked to
     prepare that many links' sessions, kept two intervals; the owner, and everyone once the handover is done, ask

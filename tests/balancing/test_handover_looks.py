@@ -36,14 +36,15 @@ def test_a_release_is_seen_within_an_imminent_gap_of_the_owners_round_not_a_look
 
 def test_the_round_a_look_triggers_claims_from_the_looks_listing_at_once() -> None:
     """The look that saw the release (the group's records and the presence records) is the round's listing: the claim
-    follows at once (a round of its own would list both again, and read the partition ids first)."""
+    follows at once (a round of its own would list both again, and read the partition ids first). With a fenced store
+    the fences of the partitions handed over go out with it (first, in virtual time)."""
     g = Group(8, interval=I, latency=0.01)
     g.add("a", at=0.0)
     b = g.add("b", at=5.0)
     g.run(12.0)
     assert b.owned == {"4", "5", "6", "7"}
     calls = [(round(t, 6), verb) for t, verb in b.store.calls if 9.9 <= t < 12.0]
-    claim = next(i for i, (_, verb) in enumerate(calls) if verb == "claim_ownership")
+    claim = next(i for i, (_, verb) in enumerate(calls) if verb in ("claim_ownership", "fence"))
     at = calls[claim][0]
     listings = [(round(at - d, 6), "list_ownership") for d in (0.02, 0.01)]
     assert calls[claim - 2 : claim] == listings, calls  # the look: the group's records and the presence records

@@ -377,8 +377,9 @@ def read_table(kind: str, folder: Path) -> list[tuple[str, int, str | None]]:
 
     if not deltalake.DeltaTable.is_deltatable(str(folder / "delta")):
         return []
-    table = deltalake.DeltaTable(str(folder / "delta")).to_pyarrow_table(columns=["partition", "sequenceNumber",
-                                                                                  "body"])
+    from rxhubs.tables import read_delta
+
+    table = read_delta(folder / "delta", ["partition", "sequenceNumber", "body"])
     return [(str(p), int(s), _body_id(b)) for p, s, b in zip(*(table.column(c).to_pylist() for c in table.column_names),
                                                               strict=True)]
 

@@ -231,6 +231,22 @@ async def test_an_unreachable_account_is_a_retriable_store_error(azurite: Azurit
             assert isinstance(info.value.__cause__, Exception)
 
 
+async def test_a_refused_connection_is_told_at_once_not_retried_into_a_time_out(
+    azurite: Azurite, blob_container: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing listening is an answer: with the store's default retries (2, 0.5 s apart), retrying it only pushed
+    # the answer past the caller's deadline (a balancing interval), and users read "did not answer within 1.0 s"
+    # instead of "cannot reach the storage account". azure-core logs every attempt the pipeline sends.
+    conn_str = azurite.connection_string.replace(f":{azurite.port}/", ":9/")  # the discard port: refused
+    caplog.set_level(logging.INFO, "azure.core.pipeline.policies.http_logging_policy")
+    async with BlobCheckpointStore.from_connection_string(conn_str, blob_container) as store:
+        with pytest.raises(StoreError, match=r"cannot reach the storage account \(connection refused") as info:
+            await store.list_ownership(NS, HUB, CG)
+    assert info.value.retriable is True
+    attempts = [r for r in caplog.records if "Request URL" in r.getMessage()]
+    assert len(attempts) == 1, [r.getMessage().splitlines()[0] for r in attempts]
+
+
 async def test_an_outage_fails_calls_then_the_store_serves_the_same_data_again(
     azurite: Azurite, blob_container: str
 ) -> None:

@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 
 from rxhubs import Event, EventBatch, PartitionContext
 from rxhubs._batch import Origin
+from rxhubs.tables import read_delta
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -34,7 +35,7 @@ def batch(partition: str, first: int, last: int, *, read_up_to: int | None = Non
 
 def rows(path: Path) -> Counter[tuple[str, int]]:
     """``(partition, sequenceNumber)`` -> how many rows the table holds for it."""
-    table = DeltaTable(str(path)).to_pyarrow_table(columns=["partition", "sequenceNumber"])
+    table = read_delta(path, ["partition", "sequenceNumber"])
     return Counter(zip(table.column("partition").to_pylist(), table.column("sequenceNumber").to_pylist(),
                        strict=True))
 

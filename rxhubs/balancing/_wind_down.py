@@ -1,0 +1,123 @@
+"""How the balancing loop stops: renew what still drains, then release every partition it owns, in one call.
+
+Every record naming this consumer is released before the loop reports it stopped (``on_stopped``), whatever
+state its partition was in: claimed, checkpoint being read, link opening, draining (a session each, released
+once ready), and also handed to it by another consumer without its having started it yet (no session: the
+record names it all the same). Without that, a stop right after a handover left the handed partitions owned by
+a consumer that was gone, and the others waited out their expiry.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from rxhubs._models import Ownership
+from rxhubs._retry import Backoff
+from rxhubs._rx import sleep
+from rxhubs.balancing._holdings import Holdings
+from rxhubs.balancing._listener import RevokeReason
+from rxhubs.balancing._records import presence_etag, releases_of, split_won
+
+__all__ = ["WindDown"]
+
+log = logging.getLogger("rxhubs.balancing")
+
+#: Attempts at the final release before the records are left to expire.
+_FINAL_ATTEMPTS = 4
+
+
+class WindDown(Holdings):
+    """The stop of :class:`~rxhubs.balancing._loop.BalancingLoop`: its last renewals and its final release."""
+
+    retry: Backoff
+    fatal: Exception | None
+    _stopped_at: float
+    _stopping: RevokeReason | None
+
+    async def _wind_down(self) -> None:
+        """Keep renewing what is still draining; then release everything and the presence record at once."""
+        next_renewal = self._stopped_at + self.settings.load_balancing_interval
+        while any(not s.ready for s in self.sessions.values()):
+            remaining = next_renewal - self._now()
+            if remaining <= 0:
+                renewed = await self._renew_draining()
+                wait = self.settings.load_balancing_interval if renewed else self.retry.delay(1)
+                next_renewal = self._now() + min(wait, self.settings.load_balancing_interval)
+                continue
+            self._wake.clear()
+            await self._wake.wait(remaining)
+        unheld = await self._unheld_releases()
+        for attempt in range(1, _FINAL_ATTEMPTS + 1):
+            try:
+                releases = releases_of(self.sessions.values())
+                await self.calls.claim([*releases, *unheld, await self._final_presence_record()])
+            except Exception as exc:
+                self.listener.on_error("release", exc)
+                if attempt < _FINAL_ATTEMPTS:
+                    log.warning("balancing: releasing on stop failed (%s); retrying", exc)
+                    await sleep(self.retry.delay(attempt))
+                    continue
+                log.warning("balancing: releasing on stop failed (%s); the records will expire instead", exc)
+                releases = []
+            self._finish(releases)
+            return
+
+    async def _unheld_releases(self) -> list[Ownership]:
+        """Releases of the records that name this consumer but that it holds no session for.
+
+        A partition handed over to this consumer while it was stopping, before a round started it, is one (its
+        former owner wrote this consumer's name into the record); a claim that won in the store but whose answer
+        never arrived is another. Partitions avoided because another reader cut this one off keep their record:
+        whoever took them over claims it. One listing per stop; if it fails, those records expire as before.
+        """
+        try:
+            records = await self.calls.owners()
+        except Exception as exc:
+            log.warning("balancing: listing the records to release on stop failed (%s)", exc)
+            return []
+        now = self._now()
+        return [
+            replace(record, owner_id="")
+            for record in records
+            if record.owner_id == self.owner_id
+            and record.partition_id not in self.sessions
+            and self.avoid.get(record.partition_id, now) <= now
+        ]
+
+    async def _renew_draining(self) -> bool:
+        """While stopping: keep the records still being handed over from expiring. True if renewed."""
+        renew = [s.record for s in self.sessions.values() if not s.ready]
+        started = self._now()
+        try:
+            won = await self.calls.claim(renew)
+        except Exception:
+            self._expire()
+            return False
+        records, _ = split_won(won, self.presence_group, self.owner_id)
+        for pid, record in records.items():
+            session = self.sessions.get(pid)
+            if session is not None:
+                session.record, session.renewed_at = record, started
+        self._arm_watchdog()
+        return True
+
+    async def _final_presence_record(self) -> Ownership:
+        if self._presence_etag is None:  # the last presence claim failed: read the record's etag first
+            return self._presence_record(await self.calls.presence(), "")
+        return self._presence_record(None, "")
+
+    def _presence_record(self, presence: list[Ownership] | None, owner_id: str) -> Ownership:
+        ns, hub, _ = self.group
+        etag = self._presence_etag if presence is None else presence_etag(presence, self.owner_id)
+        return Ownership(ns, hub, self.presence_group, self.owner_id, owner_id, None, etag)
+
+    def _finish(self, releases: list[Ownership]) -> None:
+        self._forget_released(releases)
+        for pid in list(self.sessions):
+            self._lose(pid, "stopped")
+        self._finished = True
+        if self._watchdog is not None:
+            self._watchdog.dispose()
+            self._watchdog = None
+        self.listener.on_stopped(self.fatal)
