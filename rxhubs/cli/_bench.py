@@ -26,6 +26,7 @@ SCENARIOS = {
     "checkpoints": "rxhubs.bench._checkpoints",
     "spark": "rxhubs.bench._spark",
     "spark-source": "rxhubs.bench._spark_source",
+    "spark-write": "rxhubs.bench._spark_write",
     "throughput": "rxhubs.bench._throughput",
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",

@@ -12,7 +12,9 @@ with ``start[p] <= sequenceNumber < end[p]``.
 Options (case-insensitive; the azure-event-hubs-spark connector's names are accepted where they mean the
 same, see :data:`SCALA_ALIASES` and ``docs/spark.md``):
 
-- ``connectionString`` (required): an Event Hubs connection string (``EntityPath`` or ``eventHubName``).
+- ``connectionString``: an Event Hubs connection string (``EntityPath`` or ``eventHubName``); or Entra ID:
+  ``fullyQualifiedNamespace`` + ``eventHubName`` + ``credential`` or ``credentialFactory`` (see
+  :mod:`rxhubs.spark._connection`).
 - ``eventHubName``: the hub, when the connection string has no ``EntityPath``.
 - ``consumerGroup`` (default ``$Default``): the group to receive with, and whose checkpoints are used.
 - ``startingPosition`` (default ``latest``): ``earliest``, ``latest``, or a JSON object mapping partition ids
@@ -30,6 +32,11 @@ same, see :data:`SCALA_ALIASES` and ``docs/spark.md``):
 - ``prefetch`` (default 1000): the receivers' prefetch (AMQP credit) on executors.
 - ``receiveTimeout`` (default 60): seconds an executor waits for the next event of its range before failing
   (the first pull of a task gets 30 s more: it connects).
+- ``failOnDataLoss`` (default ``true``): events removed by retention before they were read fail the task;
+  ``false`` skips them with a WARNING.
+
+The same source reads in batch (``spark.read``, :mod:`rxhubs.spark._batch`) and writes
+(``df.write`` / ``df.writeStream``, :mod:`rxhubs.spark._write`).
 
 Spark finds the source by itself under ``eventhubs`` and ``rxhubs`` (the ``pyspark_*`` modules of the wheel);
 :func:`register_source` does it by hand where that cannot work.

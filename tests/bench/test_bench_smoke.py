@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NEEDS = {
     "spark": [pytest.mark.spark],
     "spark-source": [pytest.mark.spark],
+    "spark-write": [pytest.mark.spark],
     "stores": [pytest.mark.azurite],
     "handover": [pytest.mark.azurite],
     "throughput": [pytest.mark.azurite],

@@ -1,5 +1,6 @@
-"""A fresh Spark driver that reads the emulator with ``format("eventhubs")`` and ``format("rxhubs")``, never
-registering anything: Spark must discover both from the installed ``pyspark_*`` modules.
+"""A fresh Spark driver that reads the emulator with ``format("eventhubs")`` and ``format("rxhubs")``, streaming
+and batch, and writes to it, never registering anything: Spark must discover both names from the installed
+``pyspark_*`` modules.
 
 Usage: ``python _discovery_driver.py OUT_DIR`` with ``RXHUBS_TEST_CONNECTION_STRING`` set (never on a command
 line). Prints one JSON object: where the modules came from, the rows each query read, and the source's
@@ -51,6 +52,12 @@ def main(out: str) -> None:
             "distinct": df.select("partition", "sequenceNumber").distinct().count(),
             "batches": len([p for p in query.recentProgress if p["numInputRows"]]),
         }
+    # the batch sides, found by the same names: a write, then a batch read of everything
+    spark.createDataFrame([(f"w-{i}", str(i % 2)) for i in range(10)], "body string, partitionId string").write.format(
+        "eventhubs").option("connectionString", conn).mode("append").save()
+    batch = spark.read.format("rxhubs").option("connectionString", conn).option("minPartitions", "4").load()
+    counts["batch"] = {"rows": batch.count(), "written": batch.where("body LIKE 'w-%'").count(),
+                       "tasks": batch.rdd.getNumPartitions()}
     rxhubs.spark.register_source(spark)  # only now, and still harmless next to the discovered sources
     after = spark.readStream.format("eventhubs").option("connectionString", conn).load().columns
     spark.stop()

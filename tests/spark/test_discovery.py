@@ -55,6 +55,7 @@ def test_a_fresh_session_reads_by_format_name_from_the_installed_wheel(
     assert all(path.startswith(str(site)) for path in report["modules"]), report["modules"]  # the wheel's
     assert report["counts"]["eventhubs"] == {"rows": 40, "distinct": 40, "batches": 1}
     assert report["counts"]["rxhubs"] == {"rows": 40, "distinct": 40, "batches": 3}  # maxEventsPerTrigger 15
+    assert report["counts"]["batch"] == {"rows": 50, "written": 10, "tasks": 4}  # df.write, then spark.read
     # register_source, kept for older setups, stays harmless next to the discovered names
     assert report["columns_after_register"][:3] == ["body", "partition", "offset"]
     assert conn not in result.stdout + result.stderr
