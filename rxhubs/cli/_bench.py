@@ -27,6 +27,8 @@ SCENARIOS = {
     "spark": "rxhubs.bench._spark",
     "spark-source": "rxhubs.bench._spark_source",
     "throughput": "rxhubs.bench._throughput",
+    "decode": "rxhubs.bench._decode",
+    "trickle": "rxhubs.bench._trickle",
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",
