@@ -240,8 +240,10 @@ async def receive_direct(
     async def hand_over() -> None:
         while True:
             await arrived.wait()
-            if len(buffer) < prefetch // 2:
-                await asyncio.sleep(COALESCE)  # let a busy link's frames gather: one hand-over, not one per read
+            if native is None and len(buffer) < prefetch // 2:
+                # let a busy link's frames gather: one hand-over, not one per read (the native path reads whole
+                # chunks: what it pushes at once already arrived together)
+                await asyncio.sleep(COALESCE)
             arrived.clear()
             await room()
             if buffer:
@@ -251,6 +253,7 @@ async def receive_direct(
                 deliver(messages)
 
     drainer: asyncio.Task[None] | None = None
+    native: NativeLink | None = None
     cancels = _Cancels()
     try:
         try:
@@ -265,10 +268,10 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
-            drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
             native = _native_link(handler, prefetch, buffer, arrived, partition_id)
             if on_native is not None:
                 on_native(native)
+            drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
 
             def has_room() -> bool:
                 return len(buffer) < prefetch
