@@ -289,3 +289,20 @@ def test_uuid_and_compiled_build_agree(reader: ModuleType) -> None:
     ident = uuid.UUID(int=12345)
     got, *_ = reader.parse(transfer(Message(properties=Properties(message_id=ident), data=[b""]), 1), CHANNEL, HANDLE)
     assert got[0].properties.message_id == ident
+
+
+@pytest.mark.parametrize(
+    ("size", "properties", "metrics"),
+    [(0, 0, False), (64, 0, False), (1024, 5, False), (1024, 0, True), (70_000, 0, False)],
+)
+def test_frames_as_the_emulator_sends_them(reader: ModuleType, size: int, properties: int, metrics: bool) -> None:
+    """The emulator's own framing of events the SDK's producer encoded (what a receive connection carries)."""
+    from rxhubs.bench._decode import emulator_frames
+
+    stream = emulator_frames(size, properties, metrics, count=5)
+    got = read_in_chunks(reader, stream, [len(stream) // 3, len(stream) // 2 + 1])
+    same(got, expected(stream))
+    assert [kind for kind, *_ in got] == ["message"] * 5
+    first = got[0][1]
+    assert first.message_annotations[b"x-opt-sequence-number"] == 1_000_000
+    assert (b"last_enqueued_sequence_number" in (first.delivery_annotations or {})) is metrics
