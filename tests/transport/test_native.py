@@ -84,6 +84,24 @@ async def test_heartbeats_keep_an_idle_link_that_is_read(emulator_factory: Emula
             assert native is not None and native.messages == 2
 
 
+async def test_a_multi_frame_delivery_goes_through_the_sdk_in_order(emulator_factory: EmulatorFactory) -> None:  # noqa: F811
+    """An event near 1 MiB, stamped by the service, no longer fits one frame: pyamqp joins its frames."""
+    emulator = emulator_factory(hubs={"big": 1})
+    big = bytes(range(256)) * (1_048_320 // 256)
+    async with EventHub.from_connection_string(emulator.connection_string("big")) as hub:
+        for body in (b"before", big, b"after"):
+            await hub.send([body], partition_id="0")
+        async with hub.receiver("0", start=Position.earliest()) as receiver:
+            got: list[bytes] = []
+            for _ in range(20):
+                got += [e.body for e in await receiver.receive_batch(10, max_wait=5)]
+                if len(got) >= 3:
+                    break
+            assert got == [b"before", big, b"after"]
+            native = receiver._native_link
+            assert native is not None and native.messages == 2 and native.handed_back >= 2  # the big one's frames
+
+
 @pytest.mark.parametrize("disabled", [False, True])
 def test_the_path_is_said_once_at_info(disabled: bool) -> None:
     """A fresh process: one INFO line on rxhubs.transport, however many receivers open."""
