@@ -23,10 +23,12 @@ export DISCOVERY_PTH
 
 all: test
 
-$(STAMP): pyproject.toml
+# The editable install also compiles the frame reader in place (setup.py); it must build here (REQUIRE), and is
+# rebuilt when its source changes.
+$(STAMP): pyproject.toml setup.py rxhubs/transport/_frames_py.py rxhubs/transport/_frames_c.pxd
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev]'
+	RXHUBS_REQUIRE_EXTENSIONS=1 $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev]'
 	$(BIN)/python -c "$$DISCOVERY_PTH"
 	touch $(STAMP)
 

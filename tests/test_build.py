@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
@@ -43,6 +44,10 @@ def test_the_wheel_holds_the_package_and_the_spark_discovery_modules_at_top_leve
     assert not [n for n in names if "_discovery" in n]  # mapped to the top level, not shipped twice
     assert {"rxhubs/__init__.py", "rxhubs/py.typed", "rxhubs/spark/_source.py", "rxhubs/cli/__main__.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    # the compiled frame reader, built from the one Python source (this machine has a compiler)
+    assert [n for n in names if n.startswith("rxhubs/transport/_frames_c.") and n.endswith(".so")], names
+    assert {"rxhubs/transport/_frames_py.py", "rxhubs/transport/_frames_c.pxd"} <= set(names)
+    assert not [n for n in names if n.endswith(".c")]  # generated C stays out
     assert "License-Expression: MIT" in metadata  # an SPDX expression, not the deprecated TOML table
     assert "Provides-Extra: spark" in metadata
     assert "rxhubs = rxhubs.cli:entry" in entry_points
@@ -53,7 +58,11 @@ def test_the_sdist_holds_the_sources_and_no_local_clutter(dists: Distributions) 
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {
         "pyproject.toml",
+        "setup.py",
         "README.md",
+        "rxhubs/transport/_frames_py.py",
+        "rxhubs/transport/_frames_c.py",
+        "rxhubs/transport/_frames_c.pxd",
         "rxhubs/__init__.py",
         "rxhubs/spark/_discovery/pyspark_rxhubs/__init__.py",
         "rxhubs/spark/_discovery/pyspark_rxhubs_eventhubs/__init__.py",
@@ -62,9 +71,10 @@ def test_the_sdist_holds_the_sources_and_no_local_clutter(dists: Distributions) 
         assert not [n for n in names if clutter in n], clutter
 
 
-def run(venv_python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(venv_python: Path, *args: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
     # no PYTHONPATH: the venv's rxhubs (not this work tree's) must be what runs
-    env = {"PATH": f"{venv_python.parent}:/usr/bin:/bin", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(cwd)}
+    env = {"PATH": f"{venv_python.parent}:/usr/bin:/bin", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(cwd),
+           **extra_env}
     return subprocess.run(
         [str(venv_python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
@@ -106,4 +116,21 @@ def test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example(dists: Dis
         assert "written: [21.5, 22.0]" in example.stdout
 
         cli = run(tmp_path / "venv" / "bin" / "rxhubs", "--version", cwd=tmp_path)
-        assert cli.stdout.strip() == "rxhubs 0.1.0", cli.stderr
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        assert cli.stdout.splitlines() == [
+            "rxhubs 0.1.0", f"receive path: native (compiled frame reader: _frames_c{suffix})"
+        ], cli.stderr
+
+    # a machine without a C compiler: the sdist still installs, and rxhubs says it reads on the pure-Python path
+    installed = run(
+        python, "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", "--cache-dir", str(pip_cache),
+        str(dists.sdist), cwd=tmp_path, CC="/bin/false",
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    cli = run(tmp_path / "venv" / "bin" / "rxhubs", "--version", cwd=tmp_path)
+    assert cli.stdout.splitlines() == [
+        "rxhubs 0.1.0", "receive path: pure-Python (the compiled frame reader was not built (no C compiler or "
+        "Cython at install))"
+    ], cli.stderr
+    example = run(python, str(EXAMPLE), cwd=tmp_path)
+    assert example.returncode == 0 and "written: [21.5, 22.0]" in example.stdout, example.stderr[-3000:]

@@ -32,19 +32,21 @@ class Clock:
         self.done = asyncio.Event()
 
     def saw(self, n: int) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         if self.first is None:
-            self.first = now
+            self.first, self.first_cpu = now, cpu
             self.first_batch = n
         self.count += n
-        self.last = now
+        self.last, self.last_cpu = now, cpu
         if self.count >= self.target:
             self.done.set()
 
     def result(self) -> dict[str, Any]:
         seconds = self.last - (self.first or self.last)
         measured = self.count - getattr(self, "first_batch", 0)
-        return {"events": self.count, "seconds": seconds, "events_per_s": measured / seconds if seconds else 0.0}
+        cpu = self.last_cpu - self.first_cpu if self.first is not None else 0.0  # this process: one core at most
+        return {"events": self.count, "seconds": seconds, "events_per_s": measured / seconds if seconds else 0.0,
+                "cpu_us_per_event": cpu / measured * 1e6 if measured > 0 else 0.0}
 
 
 async def sdk(args: argparse.Namespace, clock: Clock) -> None:

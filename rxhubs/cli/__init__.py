@@ -6,6 +6,7 @@ an unreachable endpoint, an unknown hub): no traceback, and never a secret.
 Example:
     >>> main(["--version"])  # doctest: +SKIP
     rxhubs 0.1.0
+    receive path: native (compiled frame reader: _frames_c.cpython-311-x86_64-linux-gnu.so)
 """
 
 from __future__ import annotations
@@ -41,13 +42,15 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand."""
     from rxhubs import __version__
+    from rxhubs.transport._frames import receive_path
 
     parser = _Parser(
         prog="rxhubs",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the --version text's two lines
         description="Consume Azure Event Hubs with reactive pipelines.",
         epilog="Run 'rxhubs COMMAND --help' for a command's options and examples.",
     )
-    parser.add_argument("--version", action="version", version=f"rxhubs {__version__}")
+    parser.add_argument("--version", action="version", version=f"rxhubs {__version__}\nreceive path: {receive_path()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMANDS.values():

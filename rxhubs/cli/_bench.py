@@ -28,6 +28,8 @@ SCENARIOS = {
     "spark-source": "rxhubs.bench._spark_source",
     "spark-write": "rxhubs.bench._spark_write",
     "throughput": "rxhubs.bench._throughput",
+    "decode": "rxhubs.bench._decode",
+    "trickle": "rxhubs.bench._trickle",
     "soak": "rxhubs.bench._soak",
     "scale": "rxhubs.bench._scale",
     "workers": "rxhubs.bench._workers",

@@ -327,14 +327,32 @@ for _field, _reader in _MESSAGE_DECODERS:
     setattr(ReceivedMessage, _field, _lazy_field(_field, _reader))
 
 
+_SET_BODY = Event.__dict__["body"].__set__
+_SET_SEQUENCE_NUMBER = Event.__dict__["sequence_number"].__set__
+
+
 def received_messages(messages: list[Any]) -> list[Event]:
-    """Wrap received AMQP messages: one :class:`ReceivedMessage` each, nothing decoded yet."""
+    """Wrap received AMQP messages: one :class:`ReceivedMessage` each, lazy but for two fields.
+
+    The body of a one-data-section message (the same bytes object) and an int sequence number are set at once:
+    every pipeline reads both (the receiver itself reads sequence numbers), and setting them costs less than
+    the first read of a lazy field (which finds its slot empty by an AttributeError). Everything else is
+    decoded on first read, as is an unusual body or sequence number.
+    """
     new = object.__new__
     out: list[Event] = []
     append = out.append
     for message in messages:
         event = new(ReceivedMessage)
         _SET_DATA(event, message)
+        data = message.data
+        if data.__class__ is list and len(data) == 1:
+            _SET_BODY(event, data[0])
+        annotations = message.message_annotations
+        if annotations:
+            sequence_number = annotations.get(_SEQ)
+            if sequence_number.__class__ is int:
+                _SET_SEQUENCE_NUMBER(event, sequence_number)
         append(event)
     return out
 

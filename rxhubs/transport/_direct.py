@@ -26,7 +26,9 @@ from typing import Any
 from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
+from rxhubs.transport._frames import compiled_reader, log_receive_path
 from rxhubs.transport._liveness import LinkWatch
+from rxhubs.transport._native import NativeLink
 from rxhubs.transport._warm import adopt
 from rxhubs.transport._warm import close_session as _close_warm
 
@@ -150,6 +152,26 @@ async def _no_callback(*_: Any) -> None:  # the SDK's consumer wants one; the di
     return None
 
 
+def _native_link(
+    handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str
+) -> NativeLink | None:
+    """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed."""
+    log_receive_path()
+    reader = compiled_reader()
+    if reader is None:
+        return None
+
+    def push(messages: list[Any]) -> None:
+        buffer.extend(messages)  # (deque's own extend: one signal per chunk, not one per message)
+        arrived.set()
+
+    try:
+        return NativeLink(reader.parse, handler, prefetch, push)
+    except NotImplementedError as exc:
+        _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
+        return None
+
+
 def delivery_tags(handler: Any) -> set[Any] | None:
     """The link's set of delivery tags awaiting a disposition, or None if it cannot be found."""
     tags = getattr(getattr(handler, "_link", None), "_received_delivery_tags", None)
@@ -179,6 +201,7 @@ async def receive_direct(
     watch: LinkWatch | None = None,
     open_timeout: float | None = None,
     warm: Any | None = None,
+    on_native: Callable[[NativeLink | None], None] | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -191,6 +214,7 @@ async def receive_direct(
     it exists, and ``watch.reading`` is False while the loop waits for room. Opening the link (connection,
     authentication, attach) taking more than ``open_timeout`` seconds raises a retriable ``TransportError``.
     ``warm``: a session opened ahead to attach the link on (closed if it cannot be used).
+    ``on_native(native)``: called once the link is open, with its :class:`NativeLink` (None on the SDK's loop).
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -216,8 +240,10 @@ async def receive_direct(
     async def hand_over() -> None:
         while True:
             await arrived.wait()
-            if len(buffer) < prefetch // 2:
-                await asyncio.sleep(COALESCE)  # let a busy link's frames gather: one hand-over, not one per read
+            if native is None and len(buffer) < prefetch // 2:
+                # let a busy link's frames gather: one hand-over, not one per read (the native path reads whole
+                # chunks: what it pushes at once already arrived together)
+                await asyncio.sleep(COALESCE)
             arrived.clear()
             await room()
             if buffer:
@@ -227,6 +253,7 @@ async def receive_direct(
                 deliver(messages)
 
     drainer: asyncio.Task[None] | None = None
+    native: NativeLink | None = None
     cancels = _Cancels()
     try:
         try:
@@ -241,7 +268,14 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
+            native = _native_link(handler, prefetch, buffer, arrived, partition_id)
+            if on_native is not None:
+                on_native(native)
             drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
+
+            def has_room() -> bool:
+                return len(buffer) < prefetch
+
             while True:
                 if drainer.done():
                     drainer.result()  # its error, if any
@@ -252,6 +286,9 @@ async def receive_direct(
                     await drained.wait()
                     continue
                 link.reading = True
+                if native is not None and await native.pump(has_room):
+                    cancels.check()
+                    continue  # full: wait for room
                 if not await handler.do_work_async(batch=prefetch):
                     raise TransportError(f"the link to partition {partition_id} closed")
                 cancels.check()

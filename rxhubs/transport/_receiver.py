@@ -155,6 +155,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._stopping = False
         self._dropped = 0
         self._direct_handler: Any = None  # the SDK's AMQP receive client, on the direct path
+        self._native_link: Any = None  # its natively read link (rxhubs.transport._native), when there is one
 
     # -- pulling ---------------------------------------------------------------------------------------------
 
@@ -248,6 +249,7 @@ class AzurePartitionReceiver(ReceiverBase):
                         track_last_enqueued_event_properties=self._track,
                         room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
                         watch=link, open_timeout=liveness.open_timeout, warm=self._hub._warm.take(c.consumer_group),
+                        on_native=self._on_native,
                     ), link.probe)
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path
@@ -293,6 +295,9 @@ class AzurePartitionReceiver(ReceiverBase):
 
     def _on_direct_open(self, handler: Any) -> None:
         self._direct_handler = handler
+
+    def _on_native(self, native: Any) -> None:
+        self._native_link = native
 
     def _delivery_tags(self) -> set[Any] | None:
         """The link's delivery tags awaiting a disposition (for the leak test), on either receive path."""

@@ -14,6 +14,7 @@ from rxhubs.emulator.pytest_plugin import EmulatorFactory
 from rxhubs.testing import InMemoryEventHub
 from rxhubs.transport import EventHub
 from rxhubs.transport._direct import DIRECT_VARIABLE
+from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, compiled_reader
 from tests.transport.receiver_contract import HubEnv
 
 
@@ -47,6 +48,17 @@ async def azure_env(emulator_factory: EmulatorFactory, quiet_sdk: None) -> Async
 
     async with hub:
         yield HubEnv(hub, send)
+
+
+@pytest.fixture(params=["native", "pure"])
+def receive_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both direct receive paths: the compiled frame reader (the default), and ``RXHUBS_NO_EXTENSIONS=1``."""
+    if request.param == "pure":
+        monkeypatch.setenv(NO_EXTENSIONS_VARIABLE, "1")
+    else:
+        monkeypatch.delenv(NO_EXTENSIONS_VARIABLE, raising=False)
+        assert compiled_reader() is not None, "make test builds the compiled frame reader; it is missing"
+    return str(request.param)
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rxhubs.emulator.pytest_plugin import emulator_factory  # noqa: F401  (fixture)
-from tests.transport.envs import azure_env, quiet_sdk  # noqa: F401  (fixtures)
+from tests.transport.envs import azure_env, quiet_sdk, receive_path  # noqa: F401  (fixtures)
 from tests.transport.receiver_contract import HubEnv, ReceiverContract
 
 
 @pytest.fixture
-def env(azure_env: HubEnv) -> HubEnv:  # noqa: F811 - the shared fixture, under the contract's name
+def env(receive_path: str, azure_env: HubEnv) -> HubEnv:  # noqa: F811 - the shared fixture, under the contract's name
     return azure_env
 
 
@@ -18,7 +18,7 @@ class TestAzureReceiver(ReceiverContract):
     pass
 
 
-async def test_the_direct_path_is_the_default(env: HubEnv) -> None:
+async def test_the_direct_path_is_the_default(env: HubEnv, receive_path: str) -> None:  # noqa: F811
     from rxhubs.transport._receiver import AzurePartitionReceiver
 
     await env.send([b"a", b"b"], "0")
@@ -29,6 +29,11 @@ async def test_the_direct_path_is_the_default(env: HubEnv) -> None:
             bodies += [e.body for e in await receiver.receive_batch(10, max_wait=10)]
         assert bodies == [b"a", b"b"]
         assert receiver._direct_handler is not None  # read over our own loop on the SDK's link
+        native = receiver._native_link
+        if receive_path == "native":  # read by the compiled frame reader, not pyamqp's
+            assert native is not None and native.messages == 2
+        else:
+            assert native is None
 
 
 async def test_a_trickle_is_handed_out_while_the_link_keeps_reading(env: HubEnv) -> None:

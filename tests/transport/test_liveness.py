@@ -22,6 +22,7 @@ from rxhubs.emulator.pytest_plugin import (
 from rxhubs.errors import ConfigurationError, TransportError
 from rxhubs.transport import EventHub
 from rxhubs.transport._direct import DIRECT_VARIABLE
+from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE
 from rxhubs.transport._liveness import Liveness, Watchdog, bounded
 
 IDLE = 1.0
@@ -36,10 +37,13 @@ def quiet_sdk() -> Iterator[None]:
     logger.setLevel(level)
 
 
-@pytest.fixture(params=["direct", "public"])
+@pytest.fixture(params=["native", "direct", "public"])
 def receive_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """native: the compiled frame reader (it sends the heartbeats itself); direct: our loop over pyamqp's reads."""
     if request.param == "public":
         monkeypatch.setenv(DIRECT_VARIABLE, "0")
+    if request.param == "direct":
+        monkeypatch.setenv(NO_EXTENSIONS_VARIABLE, "1")
     return str(request.param)
 
 

@@ -1,0 +1,106 @@
+"""Scenario ``decode``: the decode cost per event, the compiled frame reader against pyamqp's decoder.
+
+The frames are the emulator's own: each event is sent by the SDK's encoder (``EventData`` as the producer
+encodes it), stored and stamped by the emulator (sequence number, offset, enqueued time; with runtime metrics
+when the consumer tracks last-enqueued properties) and framed as the emulator frames a delivery, so the bytes
+are those a receive connection carries. Shapes: 64 B, 1 KB, 1 KB with 5 application properties, 1 KB with
+runtime metrics, 16 KB.
+
+* rxhubs: one :func:`parse <rxhubs.transport._frames_py.parse>` call per chunk of 64 frames (the native loop's
+  way), giving pyamqp ``Message`` tuples;
+* baseline: pyamqp's own work per frame, ``decode_frame`` then ``decode_payload`` (what its receive loop calls
+  for every transfer; its socket reads, tasks and bookkeeping are not counted here).
+
+Microseconds of CPU per event, best of several rounds; lower is better. The reader used is the one receivers use
+(:func:`rxhubs.transport._frames.compiled_reader`), or the Python build when there is none (said in the figure).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rxhubs.bench._report import figure, sized
+
+CHUNK = 64
+
+
+def emulator_frames(body_size: int, properties: int = 0, metrics: bool = False, count: int = CHUNK) -> bytes:
+    """``count`` transfer frames as the emulator sends them (channel 1, handle 0)."""
+    from azure.eventhub import EventData
+    from azure.eventhub._pyamqp._encode import encode_payload
+    from azure.eventhub._transport._pyamqp_transport import PyamqpTransport
+
+    from rxhubs.emulator import _frames as fr
+    from rxhubs.emulator import _message as msg
+
+    event = EventData(os.urandom(body_size))
+    for i in range(properties):
+        event.properties[f"property-{i}"] = f"value-{i}"
+    outgoing = PyamqpTransport.to_outgoing_amqp_message(event.raw_amqp_message)  # type: ignore[no-untyped-call]
+    sent = bytes(encode_payload(bytearray(), outgoing))
+    prepared = msg.prepare(sent)
+    now = 1_767_225_600_000
+    out = []
+    for n in range(count):
+        stored, da = msg.stamp(prepared, 1_000_000 + n, 4096 * n, now + n, None)
+        if metrics:
+            stored = msg.with_delivery_annotations(stored, da, msg.runtime_metrics(1_000_000 + count, 0, now, now))
+        out += fr.transfer_frames(1, 0, n, stored, True, 1 << 20)
+    return b"".join(out)
+
+
+def _best(work: Callable[[], Any], rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        work()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def run(args: Any = None) -> list[dict[str, Any]]:
+    from azure.eventhub._pyamqp._decode import decode_frame, decode_payload
+
+    from rxhubs.transport import _frames_py
+    from rxhubs.transport._frames import compiled_reader
+
+    reader = compiled_reader() or _frames_py
+    compiled = reader is not _frames_py
+    repeat = sized(args, 60, 20, 2)
+    rounds = sized(args, 7, 3, 1)
+    shapes = {"64B": (64, 0, False), "1KB": (1024, 0, False), "1KB_5props": (1024, 5, False),
+              "1KB_metrics": (1024, 0, True), "16KB": (16384, 0, False)}
+    figures = []
+    for name, (size, properties, metrics) in shapes.items():
+        chunk = emulator_frames(size, properties, metrics)
+        bodies = []
+        pos = 0
+        while pos < len(chunk):
+            length = int.from_bytes(chunk[pos:pos + 4], "big")
+            bodies.append(memoryview(chunk[pos + 8:pos + length]))
+            pos += length
+        messages, consumed, other, _ = reader.parse(chunk, 1, 0)
+        assert len(messages) == CHUNK and consumed == len(chunk) and other is None
+        assert messages[0] == decode_payload(decode_frame(bodies[0])[1][-1])  # same values as pyamqp's
+
+        def native(chunk: bytes = chunk) -> None:
+            for _ in range(repeat):
+                reader.parse(chunk, 1, 0)
+
+        def pyamqp(bodies: list[memoryview] = bodies) -> None:
+            for _ in range(repeat):
+                for body in bodies:
+                    decode_payload(decode_frame(body)[1][-1])
+
+        events = repeat * CHUNK
+        ours = _best(native, rounds) / events * 1e6
+        theirs = _best(pyamqp, rounds) / events * 1e6
+        figures.append(figure(
+            "decode", f"decode_us_per_event_{name}", "us/event", round(ours, 2), round(theirs, 2),
+            "pyamqp decode_frame + decode_payload", ">= 3.0x", higher_is_better=False,
+            reader="compiled" if compiled else "python (no compiled reader)", load_average=os.getloadavg()[0],
+        ))
+    return figures

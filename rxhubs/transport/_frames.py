@@ -1,0 +1,77 @@
+"""The frame reader in use: the compiled build of ``_frames_py`` when it is there, else none (the SDK's path).
+
+rxhubs ships its AMQP frame reader as one Python source, ``_frames_py.py``, that a source install also compiles
+with Cython into ``_frames_c`` (``setup.py``; optional: no compiler, no extension). This module chooses once, at
+import: the compiled reader, unless ``RXHUBS_NO_EXTENSIONS=1`` is set or it did not build or import. Receivers
+read at native speed only with the compiled reader (:mod:`rxhubs.transport._native`); without it they keep the
+SDK's pure-Python receive path, since the Python build of the reader is no faster than pyamqp's own decoder (it
+exists so that both builds pass the same tests). :func:`receive_path` names the path in use; one INFO line on
+the ``rxhubs.transport`` logger says it when the first receiver opens.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from types import ModuleType
+
+__all__ = ["NO_EXTENSIONS_VARIABLE", "compiled_reader", "log_receive_path", "receive_path"]
+
+_log = logging.getLogger("rxhubs.transport")
+
+#: Set to ``1`` to make rxhubs use no compiled code (the pure-Python receive path).
+NO_EXTENSIONS_VARIABLE = "RXHUBS_NO_EXTENSIONS"
+
+_said = False
+
+
+def _disabled() -> bool:
+    return os.environ.get(NO_EXTENSIONS_VARIABLE, "").strip() not in ("", "0")
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """The compiled reader and why it is (not) used."""
+    if _disabled():
+        return None, f"{NO_EXTENSIONS_VARIABLE} is set"
+    try:
+        module = importlib.import_module("rxhubs.transport._frames_c")
+    except ImportError as exc:  # e.g. the SDK's pyamqp moved
+        return None, f"the compiled frame reader does not import ({exc})"
+    if not str(getattr(module, "__file__", "")).endswith((".so", ".pyd")):
+        return None, "the compiled frame reader was not built (no C compiler or Cython at install)"
+    return module, "compiled frame reader"
+
+
+_READER, _WHY = _load()
+
+
+def compiled_reader() -> ModuleType | None:
+    """The compiled frame reader module, or None when receivers keep the pure-Python path.
+
+    Example:
+        >>> compiled_reader() is None or compiled_reader().parse.__name__ == "parse"
+        True
+    """
+    return None if _disabled() else _READER
+
+
+def receive_path() -> str:
+    """One line naming the receive path in use and why (shown by ``rxhubs --version`` and ``rxhubs doctor``).
+
+    Example:
+        >>> receive_path().startswith(("native", "pure-Python"))
+        True
+    """
+    if compiled_reader() is not None:
+        return f"native ({_WHY}: {_READER.__file__.rsplit('/', 1)[-1]})"  # type: ignore[union-attr]
+    why = f"{NO_EXTENSIONS_VARIABLE} is set" if _disabled() else _WHY
+    return f"pure-Python ({why})"
+
+
+def log_receive_path() -> None:
+    """Say once per process, at INFO on ``rxhubs.transport``, which receive path is in use."""
+    global _said
+    if not _said:
+        _said = True
+        _log.info("receive path: %s", receive_path())

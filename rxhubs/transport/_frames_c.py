@@ -1,0 +1,1 @@
+_frames_py.py

@@ -1,0 +1,194 @@
+"""The native receive path: a receive link's socket read in large chunks and parsed by the compiled frame reader.
+
+The SDK keeps what it does well and rarely (connection, TLS, SASL and CBS authentication and token refresh,
+attach with owner level and filters, detach, errors). Once the direct path (:mod:`rxhubs.transport._direct`) has
+the link attached, :class:`NativeLink` reads the connection's socket itself, tens of KB per await, and hands each
+chunk to the compiled :func:`parse <rxhubs.transport._frames_py.parse>` in one call: every complete transfer
+frame of the link becomes the same pyamqp ``Message`` the SDK would have built, without pyamqp's per-frame task,
+timer, lock and copies. Session and link bookkeeping (incoming ids and windows, delivery count, credit) is done
+once per chunk, and credit is granted back in bulk when half is spent. Every other frame (flow, disposition,
+detach, end, close, transfers of other links such as CBS replies, multi-frame deliveries) goes, in order, to the
+SDK's own ``Connection._process_incoming_frame``; when one changes state (a detach: a stolen link, a forced
+close) the caller lets the SDK take its next step (``do_work_async``), so errors surface exactly as before.
+
+Between chunks, bytes that do not yet make a whole frame wait in the transport's own read buffer, where pyamqp
+looks first: the SDK can read the socket at any step (a token refresh, a handshake) without losing a byte.
+Reading holds the transport's socket lock, as pyamqp's reads do. The empty frames the service's idle timeout asks
+for are sent from here (the SDK's keep-alive task, which reads the socket on its own, is stopped), the token is
+refreshed by the SDK's ``client_ready_async`` about once a second, and every byte read counts as life for the
+watchdog (:mod:`rxhubs.transport._liveness`).
+
+It uses private parts of pyamqp, so :class:`NativeLink` checks every one of them first and raises
+``NotImplementedError`` when one is missing (the caller then keeps the SDK's loop), and only plain TCP and TLS
+connections qualify (WebSocket connections keep the SDK's loop). See ``docs/transport.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from azure.eventhub._pyamqp._decode import decode_frame
+
+from rxhubs.transport._frame_errors import FrameError
+
+__all__ = ["CHUNK", "NativeLink"]
+
+_log = logging.getLogger("rxhubs.transport.azure")
+
+#: Bytes asked of the socket per read (the stream reader hands over what it holds, up to this).
+CHUNK = 256 * 1024
+#: Longest wait for bytes before looking at heartbeats and the token (seconds).
+_TICK = 1.0
+
+_CONNECTION_PARTS = (
+    "_transport", "_incoming_endpoints", "_process_incoming_frame", "_get_remote_timeout", "_last_frame_received_time",
+)
+_SESSION_PARTS = (
+    "next_incoming_id", "incoming_window", "remote_outgoing_window", "target_incoming_window", "_outgoing_flow",
+    "_input_handles",
+)
+_LINK_PARTS = ("current_link_credit", "delivery_count", "received_delivery_id", "flow", "_session")
+_TRANSPORT_PARTS = ("reader", "_read_buffer", "socket_lock")
+
+
+def _missing(thing: Any, names: tuple[str, ...], what: str) -> list[str]:
+    return [f"{what}.{name}" for name in names if not hasattr(thing, name)]
+
+
+def _key_of(mapping: Any, value: Any) -> Any:
+    for key, item in mapping.items():
+        if item is value:
+            return key
+    return None
+
+
+class NativeLink:
+    """One attached receive link read natively (see the module docstring).
+
+    ``push(messages)`` takes each chunk's messages, in order (the SDK's own messages go where its callback puts
+    them, the same buffer). ``prefetch`` is the link credit granted back once half of it is spent.
+    Raises ``NotImplementedError`` naming the private part that is missing, before any I/O.
+    """
+
+    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[list[Any]], None]):
+        connection: Any = getattr(handler, "_connection", None)
+        link: Any = getattr(handler, "_link", None)
+        transport: Any = getattr(connection, "_transport", None)
+        missing = [
+            *_missing(handler, ("client_ready_async",), "client"),
+            *_missing(connection, _CONNECTION_PARTS, "connection"),
+            *_missing(link, _LINK_PARTS, "link"),
+            *_missing(transport, _TRANSPORT_PARTS, "transport"),
+        ]
+        session: Any = getattr(link, "_session", None)
+        missing += _missing(session, _SESSION_PARTS, "session")
+        if missing:
+            raise NotImplementedError(f"pyamqp has no {', '.join(missing)}")
+        if not isinstance(transport.reader, asyncio.StreamReader) or not isinstance(transport._read_buffer, io.BytesIO):
+            raise NotImplementedError("the connection is not a plain socket (WebSocket keeps the SDK's loop)")
+        channel = _key_of(connection._incoming_endpoints, session)
+        handle = _key_of(session._input_handles, link)
+        if not isinstance(channel, int) or not isinstance(handle, int):
+            raise NotImplementedError("the link's channel or handle is not among the connection's")
+        self._parse, self._handler, self._prefetch, self._push = parse, handler, prefetch, push
+        self._connection, self._session, self._link, self._transport = connection, session, link, transport
+        self._channel, self._handle = channel, handle
+        self._ticked = time.monotonic()
+        self.messages = 0  # read natively (for tests and the bench)
+        self.handed_back = 0  # frames handed to the SDK
+        self.grants = 0  # credit granted back
+        keep_alive = getattr(handler, "_keep_alive_thread", None)
+        if keep_alive is not None:  # it reads the socket on its own: heartbeats are sent from here instead
+            keep_alive.cancel()
+            handler._keep_alive_thread = None
+
+    async def pump(self, has_room: Callable[[], bool]) -> bool:
+        """Read and parse until the receiver is full (returns True) or the SDK must take a step (returns False).
+
+        The SDK's step is due when a frame it processed changed state (a detach, an end, a close), when the
+        socket ended (its read raises the error it always raised), and about once a second when idle, for its
+        token refresh and link checks (when those are not ready).
+        """
+        connection, transport, parse = self._connection, self._transport, self._parse
+        lock = transport.socket_lock
+        while has_room():
+            await self._flow()
+            async with lock:
+                data = transport._read_buffer.read()
+                messages, consumed, other, last = parse(data, self._channel, self._handle) if data else _NOTHING
+                if not messages and other is None:  # no whole frame held: read the socket
+                    try:
+                        async with asyncio.timeout(self._tick_every()):
+                            chunk = await transport.reader.read(CHUNK)
+                    except TimeoutError:
+                        chunk = None
+                    except OSError:
+                        chunk = b""
+                    if chunk == b"":  # the socket ended or failed: the SDK's own read raises what it always did
+                        transport._read_buffer = io.BytesIO(data)
+                        return False
+                    if chunk:
+                        connection._last_frame_received_time = time.time()  # every byte is a sign of life
+                        data = data + chunk if data else chunk
+                        messages, consumed, other, last = parse(data, self._channel, self._handle)
+                transport._read_buffer = io.BytesIO(data[consumed:] if consumed else data)
+            if messages:
+                await self._delivered(messages, last)
+            if other is not None and await self._hand_back(*other):
+                return False
+            if time.monotonic() - self._ticked >= _TICK and not await self._tick():
+                return False
+        return True
+
+    def _tick_every(self) -> float:
+        remote = getattr(self._connection, "_remote_idle_timeout_send_frame", None)
+        return min(_TICK, remote / 2) if isinstance(remote, int | float) and remote > 0 else _TICK
+
+    async def _tick(self) -> bool:
+        """Heartbeat if due, and the SDK's readiness check (token refresh). False: the SDK must take a step."""
+        self._ticked = time.monotonic()
+        await self._connection._get_remote_timeout(time.time())
+        ready: bool = await self._handler.client_ready_async()
+        return ready
+
+    async def _delivered(self, messages: list[Any], last: Any) -> None:
+        """The session's and link's bookkeeping for ``len(messages)`` transfers, once; then hand them over."""
+        n = len(messages)
+        session, link = self._session, self._link
+        session.next_incoming_id += n
+        session.remote_outgoing_window -= n
+        session.incoming_window -= n
+        link.delivery_count += n
+        link.current_link_credit -= n
+        link.received_delivery_id = last
+        self.messages += n
+        self._handler._last_activity_timestamp = time.time()
+        self._push(messages)
+        if session.incoming_window <= 0:
+            session.incoming_window = session.target_incoming_window
+            await session._outgoing_flow()
+
+    async def _flow(self) -> None:
+        """Grant the link its credit back once half is spent (the SDK waits for none left: a pause per batch)."""
+        if self._link.current_link_credit <= self._prefetch // 2:
+            self.grants += 1
+            await self._link.flow(link_credit=self._prefetch)
+
+    async def _hand_back(self, channel: int, raw: bytes) -> bool:
+        """A frame for the SDK, decoded by pyamqp as its own read would; True when it changed state."""
+        self.handed_back += 1
+        body = memoryview(raw)[8 + raw[4] - 2:]  # where pyamqp's read puts the frame body
+        try:
+            frame = decode_frame(body)
+        except Exception as exc:  # pyamqp would have failed in its read: the same kind of failure, typed
+            raise FrameError(f"a frame neither reader decodes ({exc!r})") from exc
+        changed: bool = await self._connection._process_incoming_frame(channel, frame)
+        return changed
+
+
+_NOTHING: tuple[list[Any], int, None, None] = ([], 0, None, None)

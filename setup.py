@@ -1,0 +1,38 @@
+"""Build of the optional compiled frame reader (everything else is in pyproject.toml).
+
+``rxhubs/transport/_frames_c.py`` is a link to ``_frames_py.py``: Cython compiles that one source with the C
+types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. The extension is optional: where
+Cython or a C compiler is missing, or with ``RXHUBS_NO_EXTENSIONS=1``, the build leaves it out and rxhubs runs
+its pure-Python receive path (``docs/performance.md``). ``RXHUBS_REQUIRE_EXTENSIONS=1`` makes a failed build an
+error instead (CI).
+"""
+
+import os
+
+from setuptools import Extension, setup
+
+
+def _extensions() -> list[Extension]:
+    if os.environ.get("RXHUBS_NO_EXTENSIONS", "").strip() not in ("", "0"):
+        return []
+    required = os.environ.get("RXHUBS_REQUIRE_EXTENSIONS", "").strip() not in ("", "0")
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if required:
+            raise
+        return []
+    frames = Extension(
+        "rxhubs.transport._frames_c", ["rxhubs/transport/_frames_c.py"], optional=not required,
+    )
+    built = cythonize(
+        [frames], language_level=3, quiet=True,
+        # types come from the .pxd only (the annotations are for mypy); bounds stay checked
+        compiler_directives={"annotation_typing": False, "wraparound": False, "cdivision": True},
+    )
+    for extension in built:  # cythonize makes new Extension objects and drops `optional`
+        extension.optional = not required
+    return built
+
+
+setup(ext_modules=_extensions())
