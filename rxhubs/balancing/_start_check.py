@@ -154,7 +154,7 @@ def watch_range(
         log.warning("%s; restarting it at sequence number %d (checkpoint_out_of_range=%r)", text, resume, policy)
         moved = await checkpoint_before(hub, context, resume, props)
         if is_fenced(store) and session.period is not None:
-            await store.update_checkpoint_fenced(moved, session.period)  # type: ignore[attr-defined]
+            await store.update_checkpoint_fenced(moved, session.period)
         else:
             await store.update_checkpoint(moved)
         moved_text = f"{text}; its checkpoint was moved to {moved.sequence_number}"
@@ -182,7 +182,7 @@ def seeded_start(
             resume = await sequence_at(hub, context.partition_id, context.consumer_group, default, props)
         checkpoint = await checkpoint_before(hub, context, resume, props)
         if is_fenced(store) and session.period is not None:
-            await store.update_checkpoint_fenced(checkpoint, session.period)  # type: ignore[attr-defined]
+            await store.update_checkpoint_fenced(checkpoint, session.period)
         else:
             await store.update_checkpoint(checkpoint)
         log.info("partition %s: no checkpoint; seeded one at sequence number %d (seed_checkpoint)",

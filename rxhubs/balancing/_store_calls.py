@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import deadline

@@ -268,8 +268,8 @@ async def _write(store: CheckpointStore, checkpoints: list[Checkpoint]) -> None:
                   for pid in todo]
         won = await store.claim_ownership(claims)
         for record in won:
-            await store.fence(record)  # type: ignore[attr-defined]
-            await store.update_checkpoint_fenced(todo.pop(record.partition_id), record)  # type: ignore[attr-defined]
+            await store.fence(record)
+            await store.update_checkpoint_fenced(todo.pop(record.partition_id), record)
         await _release(store, ns, name, group, me)
         if not todo:
             return
