@@ -164,3 +164,16 @@ def test_rxhubs_consume_serves_its_lag_and_run_workers_too(backlog: Any, tmp_pat
     finally:
         consume.terminate()
         consume.wait(60)
+
+
+@pytest.mark.parametrize("address", ["nope", "127.0.0.1:99999", "host:"])
+def test_a_bad_lag_endpoint_is_one_line_and_exit_2(address: str, capsys: Any, monkeypatch: Any) -> None:
+    from rxhubs.cli import main
+
+    monkeypatch.setenv("EVENTHUB_CONNECTION_STRING", "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=k;"
+                       "SharedAccessKey=c2VjcmV0;EntityPath=hub")
+    assert main(["consume", "--store", "memory:", "--lag-endpoint", address]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        f"rxhubs consume: error: a lag endpoint is PORT or HOST:PORT (e.g. 127.0.0.1:9464), got {address!r}"
+    ]
