@@ -18,7 +18,8 @@ import pytest
 
 from tests.support.package import DISCOVERY_MODULES, ROOT, Distributions, build_distributions
 
-pytestmark = pytest.mark.slow
+# the build compiles the frame reader (Cython, then the C compiler): well past the default timeout when busy
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 EXAMPLE = ROOT / "examples" / "telemetry_pipeline.py"
 
@@ -80,7 +81,7 @@ def run(venv_python: Path, *args: str, cwd: Path, **extra_env: str) -> subproces
     )
 
 
-@pytest.mark.timeout(300)  # two installs with every dependency: minutes when the machine is busy (parallel runs)
+@pytest.mark.timeout(600)  # three installs (one compiling the frame reader): minutes when the machine is busy
 def test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example(dists: Distributions, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
     python = tmp_path / "venv" / "bin" / "python"

@@ -129,6 +129,9 @@ class NativeLink:
                         chunk = None
                     except OSError:
                         chunk = b""
+                    except BaseException:  # cancelled (a receiver closing): the SDK may still read what is held
+                        transport._read_buffer = io.BytesIO(data)
+                        raise
                     if chunk == b"":  # the socket ended or failed: the SDK's own read raises what it always did
                         transport._read_buffer = io.BytesIO(data)
                         return False
