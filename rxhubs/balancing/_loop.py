@@ -34,6 +34,7 @@ another consumer may own it now. Each store call is bounded by ``store_timeout``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -43,6 +44,7 @@ from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, deadline, from_coroutine
+from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
@@ -224,11 +226,10 @@ class BalancingLoop(WindDown):
             if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
                 ids, (records, presence) = self.partition_ids, looked
             else:
-                if (read_ids := await self._partition_ids()) is None:
+                read_ids, records, presence = await self._ids_and_listings()
+                if read_ids is None:
                     return  # fatal: stop() was called
                 ids = read_ids
-                records = await self.calls.owners()
-                presence = await self.calls.presence()
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
@@ -318,6 +319,21 @@ class BalancingLoop(WindDown):
             raise
         self.partition_ids = tuple(str(i) for i in ids)
         return self.partition_ids
+
+    async def _ids_and_listings(self) -> tuple[tuple[str, ...] | None, list[Ownership], list[Ownership]]:
+        """The partition ids, the ownership records and the presence records that a round plans from.
+
+        Once the ids are known, the refresh and both listings go out together under asyncio: one after the other,
+        a busy service made the claim (and so the renewals) wait for the sum of three calls, and on a loaded
+        machine the renewals slipped past the expiration. The first read of the ids, and virtual time, keep the
+        order.
+        """
+        if self.partition_ids is None or current_stepper() is not None:
+            if (ids := await self._partition_ids()) is None:
+                return None, [], []
+            return (ids, *await self.calls.owners_and_presence())
+        ids_read, (records, presence) = await asyncio.gather(self._partition_ids(), self.calls.owners_and_presence())
+        return ids_read, records, presence
 
     def _plan(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
         self.last_plan = self._decide(records, presence, ids)
