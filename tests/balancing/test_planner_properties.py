@@ -242,6 +242,12 @@ slow = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 )
 # Found at random: five join one owner of six within 2.25 s, and the handover takes 8 s.
 @example(partitions=6, first=1, joining=5, offsets=[2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0, 0.0, 0.0], handover=8.0)
+# One owner of 4, b1 joins 2.25 s after b0: the owner hands 2 to b0, then 1 of them on to b1 once it sees it; b1
+# must look for the release (a newcomer that waited for its next round would take 30 s).
+@example(partitions=4, first=1, joining=2, offsets=[2.0, 0.0, 0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0, 0.0], handover=8.0)
+# Two owners above target, b1 joins between their rounds: a1 deals before it joined (both to b0), a0 after (b0 and
+# b1), so b0 got one too many and passed it on: 28.75 s while several owners handed straight over.
+@example(partitions=10, first=2, joining=2, offsets=[1.0, 2.0, 0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0], handover=9.0)
 def test_joining_converges_within_two_intervals(
     partitions: int, first: int, joining: int, offsets: list[float], handover: float
 ) -> None:
