@@ -18,12 +18,15 @@ The rules
   targets, so every consumer computes the same targets from the same records.
 * **Handover (cooperation).** An owner holding more than its target hands the surplus over: the loop
   finishes the batches in flight, writes the checkpoint and releases the records (``owner_id = ""``).
-  When nothing is claimable, it **hands each record to its recipient** instead (:attr:`Plan.release_to`):
-  the surplus of the cooperating owners above target, in owner-id order, is dealt out to the cooperating
-  owners below target, in owner-id order, each getting as many as it lacks (every owner that sees the same
-  records computes the same dealing). The record is written with the recipient as owner, so the recipient
-  starts reading as soon as it sees it, without a claim of its own (it renews the record from its next
-  round on). A recipient that is gone by then leaves the record to expire, as a crashed owner would.
+  When nothing is claimable and no other cooperating owner is above its target, it **hands each record to
+  its recipient** instead (:attr:`Plan.release_to`): the surplus is dealt out to the cooperating owners
+  below target, in owner-id order, each getting as many as it lacks. With several owners above target, each
+  would deal from its own listing at its own round, and one that dealt before a consumer joined sends
+  partitions to the wrong recipients, who must pass them on (one more handover: three intervals); their
+  releases are claimed instead, dealt out from the claimants' listings. A handed record is written with the
+  recipient as owner, so the recipient starts reading as soon as it sees it, without a claim of its own (it
+  renews the record from its next round on). A recipient that is gone by then leaves the record to expire,
+  as a crashed owner would.
 * **Claims.** The claimable partitions, in partition order, are dealt out to the owners below target in
   owner-id order, each taking as many as it lacks; a consumer claims its own share only. Consumers that
   see the same records therefore claim disjoint sets and their compare-and-swaps do not collide. Nobody
@@ -324,8 +327,11 @@ def plan(
     if have > target:
         surplus = min(have - target, step)
         release = tuple(keeping[-surplus:])
-        if not claimable:
-            release_to = _recipients(release, owner_id, owners, cooperating, count, targets, step)
+        # Straight to a recipient only when no other owner hands over meanwhile: each deals from its own listing, at
+        # its own round, and a dealing made before a consumer joined would send partitions to the wrong recipients.
+        alone = not any(o != owner_id and o in cooperating and count[o] > targets[o] for o in owners)
+        if not claimable and alone:
+            release_to = _recipients(release, owner_id, owners, cooperating, count, targets)
 
     claim: list[Ownership] = []
     if have < target:
@@ -398,22 +404,15 @@ def _recipients(
     cooperating: Collection[str],
     count: dict[str, int],
     targets: dict[str, int],
-    step: int,
 ) -> tuple[tuple[str, str], ...]:
-    """Who gets each partition ``owner_id`` releases: the dealing of the module docstring's handover.
+    """Who gets each partition ``owner_id`` releases, when it is the only cooperating owner above target.
 
-    The places the cooperating owners below target lack, in owner-id order, are dealt to the surplus of the
-    cooperating owners above target, in owner-id order; this owner's share follows the shares of those before it.
+    The places the cooperating owners below target lack, in owner-id order, each as many as it lacks.
 
     Example:
-        >>> count, targets = {"a": 4, "b": 0, "c": 4, "d": 0}, {"a": 2, "b": 2, "c": 2, "d": 2}
-        >>> _recipients(("2", "3"), "c", ["a", "b", "c", "d"], {"a", "b", "c", "d"}, count, targets, 9)
-        (('2', 'd'), ('3', 'd'))
+        >>> count, targets = {"a": 4, "b": 0, "c": 0}, {"a": 2, "b": 1, "c": 1}
+        >>> _recipients(("2", "3"), "a", ["a", "b", "c"], {"a", "b", "c"}, count, targets)
+        (('2', 'b'), ('3', 'c'))
     """
     places = [o for o in owners if o != owner_id and o in cooperating for _ in range(targets[o] - count[o])]
-    before = sum(
-        min(count[o] - targets[o], step)
-        for o in owners
-        if o < owner_id and o in cooperating and count[o] > targets[o]
-    )
-    return tuple(zip(release, places[before : before + len(release)], strict=False))
+    return tuple(zip(release, places, strict=False))

@@ -2,8 +2,15 @@
 
 Each consumer ticks once per interval at its own phase: it lists the records, plans, and sends one claim
 (renewals, claims, steals, its presence record). A handover it decides lands ``handover`` seconds later (the
-time to finish in-flight batches and write the checkpoint), as a release. A crashed consumer stops ticking
-and never releases; its records expire. Official SDK processors can be mixed in (no presence, no handover).
+time to finish in-flight batches and write the checkpoint), as a release: written with the recipient the plan
+chose as owner (``Plan.release_to``), or with none. A crashed consumer stops ticking and never releases; its
+records expire. Official SDK processors can be mixed in (no presence, no handover, no looks).
+
+As the real loop (:mod:`rxhubs.balancing._loop`), a cooperating consumer that awaits a handover
+(``Plan.awaiting``) *looks* at the records between its ticks, when the loop's own
+:class:`~rxhubs.balancing._looks.Looks` says, and ticks at once when a look shows a partition it would claim or
+one handed to it; its next tick is then one interval after that one. Without looks a newcomer would see a
+release only at its next tick, up to an interval late, which the loop does not do.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from rxhubs import Ownership
-from rxhubs.balancing import BalancingSettings, plan, presence_group
+from rxhubs.balancing import BalancingSettings, Plan, plan, presence_group
+from rxhubs.balancing._looks import Looks
 
 NS, HUB, GROUP = "ns", "hub", "$Default"
 PRESENCE = presence_group(GROUP)
@@ -56,7 +64,11 @@ class Member:
     alive: bool = True
     held: dict[str, Ownership] = field(default_factory=dict)
     releasing: set[str] = field(default_factory=set)
+    recipients: dict[str, str] = field(default_factory=dict)
     presence_etag: str | None = None
+    looks: Looks | None = None
+    next_tick: float = 0.0
+    next_look: float | None = None
 
 
 class Simulation:
@@ -73,7 +85,8 @@ class Simulation:
     # -- membership ----------------------------------------------------------------------------------------
     def join(self, owner_id: str, at: float, *, handover: float = 0.0, cooperative: bool = True) -> None:
         interval = self.settings.load_balancing_interval
-        self.members[owner_id] = Member(owner_id, at % interval, handover, cooperative)
+        looks = Looks(self.settings) if cooperative else None
+        self.members[owner_id] = Member(owner_id, at % interval, handover, cooperative, looks=looks, next_tick=at)
         self._push(at, "tick", owner_id)
 
     def leave(self, owner_id: str, at: float) -> None:
@@ -94,8 +107,11 @@ class Simulation:
             if not member.alive:
                 continue
             if kind == "tick":
-                self._tick(member)
-                self._push(at + self.settings.load_balancing_interval, "tick", owner_id)
+                if at == member.next_tick:  # else superseded by a tick a look brought forward
+                    self._tick(member)
+            elif kind == "look":
+                if at == member.next_look:
+                    self._look(member)
             elif kind == "release":
                 self._release(member, [partition_id])
             elif kind == "leave":
@@ -105,9 +121,9 @@ class Simulation:
                 member.alive = False
         self.now = until
 
-    def _tick(self, m: Member) -> None:
+    def _plan(self, m: Member) -> Plan:
         presence = self.store.list(PRESENCE) if m.cooperative else []
-        decision = plan(
+        return plan(
             self.store.list(GROUP),
             self.ids,
             m.owner_id,
@@ -117,6 +133,9 @@ class Simulation:
             releasing=m.releasing,
             group=(NS, HUB, GROUP),
         )
+
+    def _tick(self, m: Member) -> None:
+        decision = self._plan(m)
         claims = list(decision.claims)
         if m.cooperative:
             claims.append(Ownership(NS, HUB, PRESENCE, m.owner_id, m.owner_id, None, m.presence_etag))
@@ -130,17 +149,45 @@ class Simulation:
         m.held = by_id
         m.releasing &= set(by_id)
         if m.cooperative:
+            recipients = dict(decision.release_to)
             for pid in decision.release:
                 if pid not in m.releasing:
                     m.releasing.add(pid)
+                    m.recipients[pid] = recipients.get(pid, "")
                     self._push(self.now + m.handover, "release", m.owner_id, pid)
+        m.next_tick = self.now + self.settings.load_balancing_interval
+        self._push(m.next_tick, "tick", m.owner_id)
+        if m.looks is not None:
+            m.looks.after_round(decision, self.now)
+            self._schedule_look(m)
+
+    def _look(self, m: Member) -> None:
+        """List the records between ticks, as the loop does while it awaits a handover; tick if one showed."""
+        assert m.looks is not None
+        m.looks.taken(self.now)
+        m.looks.answered(self.now)
+        seen = self._plan(m)
+        handed = {o.partition_id for o in seen.renew} - set(m.held)
+        if seen.claim or handed:
+            self._tick(m)
+            return
+        m.looks.looked(seen, self.now)
+        self._schedule_look(m)
+
+    def _schedule_look(self, m: Member) -> None:
+        assert m.looks is not None
+        due = m.looks.due(self.now)
+        m.next_look = due if due is not None and due < m.next_tick else None
+        if m.next_look is not None:
+            self._push(max(m.next_look, self.now), "look", m.owner_id)
+            m.next_look = max(m.next_look, self.now)
 
     def _presence_etag(self, owner_id: str) -> str | None:
         record = self.store.records.get((PRESENCE, owner_id))
         return record.etag if record is not None else None
 
     def _release(self, m: Member, partition_ids: list[str], *, presence: bool = False) -> None:
-        records = [replace(m.held[p], owner_id="") for p in partition_ids if p in m.held]
+        records = [replace(m.held[p], owner_id=m.recipients.pop(p, "")) for p in partition_ids if p in m.held]
         if presence:
             records.append(Ownership(NS, HUB, PRESENCE, m.owner_id, "", None, m.presence_etag))
         self.store.claim(records, self.now)
@@ -169,7 +216,11 @@ class Simulation:
         return counts
 
     def converged(self) -> bool:
-        """Every partition owned by a live consumer, shares within one, no handover pending, one reader each."""
+        """Every partition owned and read by a live consumer, shares within one, no handover pending, one reader each.
+
+        A record handed to a consumer is read once that consumer saw it (a look or a tick): until then it is owned
+        but not read.
+        """
         alive = self.alive()
         if not alive:
             return False
@@ -186,7 +237,7 @@ class Simulation:
                 if pid in readers or self.live_owner(pid) != m.owner_id:
                     return False
                 readers[pid] = m.owner_id
-        return True
+        return len(readers) == len(self.ids)
 
     def time_to_converge(self, start: float, limit: float, step: float = 0.25) -> float | None:
         """Seconds from ``start`` until :meth:`converged` first holds (None if not by ``start + limit``)."""
