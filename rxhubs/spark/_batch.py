@@ -17,7 +17,6 @@ and every action (``count()``, ``write``) plans again; ``persist()`` the DataFra
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,7 +27,7 @@ from rxhubs.errors import ConfigurationError
 from rxhubs.spark._driver import DriverSide
 from rxhubs.spark._ranges import SequenceRange, first_sequence_number, next_sequence_number, split
 from rxhubs.spark._read import read_range
-from rxhubs.spark._source_options import Start, _event_position, _json, _Options, _partition_key
+from rxhubs.spark._source_options import Start, _event_position, _json, _Options, _partition_key, sequence_map
 
 __all__ = ["EventHubsBatchReader", "parse_ending"]
 
@@ -71,25 +70,7 @@ def _end_position(position: Any, name: str) -> Start:
 
 
 def _own_ending(text: str) -> tuple[Start, dict[str, Start]]:
-    if text.lower() in ("earliest", "latest"):
-        return text.lower(), {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise ConfigurationError(
-            "endingPosition must be latest, earliest or a JSON object of partition id -> first sequence number not read"
-        )
-    out: dict[str, Start] = {}
-    for key, seq in value.items():
-        if isinstance(seq, str) and seq.lower() in ("earliest", "latest"):
-            out[str(key)] = seq.lower()
-        elif isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
-            out[str(key)] = seq
-        else:
-            raise ConfigurationError(f"endingPosition for partition {key!r} must be a sequence number >= 0 or latest")
-    return "latest", out
+    return sequence_map(text, "endingPosition", "first sequence number not read", "latest")
 
 
 class EventHubsBatchReader(DriverSide, DataSourceReader):

@@ -171,6 +171,19 @@ def _positive_int(opts: Mapping[str, str], key: str, name: str, default: int | N
 
 def _starts(text: str) -> tuple[Start, dict[str, Start]]:
     """``startingPosition``: earliest or latest for all, or a JSON map (partitions it leaves out: earliest)."""
+    return sequence_map(text, "startingPosition", "next sequence number", "earliest")
+
+
+def sequence_map(text: str, option: str, meaning: str, default: Start) -> tuple[Start, dict[str, Start]]:
+    """``earliest`` or ``latest`` for every partition, or a JSON object of partition id -> sequence number.
+
+    The own form of ``startingPosition`` and of the batch read's ``endingPosition``; the partitions a JSON object
+    leaves out get ``default``.
+
+    Example:
+        >>> sequence_map('{"0": 5, "1": "latest"}', "startingPosition", "next sequence number", "earliest")
+        ('earliest', {'0': 5, '1': 'latest'})
+    """
     if text.lower() in ("earliest", "latest"):
         return text.lower(), {}
     try:
@@ -178,9 +191,7 @@ def _starts(text: str) -> tuple[Start, dict[str, Start]]:
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise ConfigurationError(
-            "startingPosition must be earliest, latest or a JSON object of partition id -> next sequence number"
-        )
+        raise ConfigurationError(f"{option} must be earliest, latest or a JSON object of partition id -> {meaning}")
     out: dict[str, Start] = {}
     for key, seq in value.items():
         if isinstance(seq, str) and seq.lower() in ("earliest", "latest"):
@@ -189,9 +200,9 @@ def _starts(text: str) -> tuple[Start, dict[str, Start]]:
             out[str(key)] = seq
         else:
             raise ConfigurationError(
-                f"startingPosition for partition {key!r} must be a sequence number >= 0, earliest or latest"
+                f"{option} for partition {key!r} must be a sequence number >= 0, earliest or latest"
             )
-    return "earliest", out
+    return default, out
 
 
 def _scala_starts(
