@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows
 
-from rxhubs.spark._datasource import EventHubsDataSource, RxHubsDataSource, register_source
 from rxhubs.spark._driver import DriverSide
 from rxhubs.spark._ranges import (
     Offset,
@@ -76,15 +75,7 @@ try:  # Spark >= 4.2: availableNow honours maxEventsPerTrigger through this mixi
 except ImportError:  # pragma: no cover - older Spark: availableNow reads everything in one batch
     _AvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = [
-    "EventHubsDataSource",
-    "EventHubsStreamReader",
-    "RxHubsDataSource",
-    "SequenceRange",
-    "register_source",
-    "split",
-    "spread",
-]
+__all__ = ["EventHubsStreamReader", "SequenceRange", "split", "spread"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
@@ -92,11 +83,12 @@ _log = logging.getLogger("rxhubs.spark.source")
 class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
     """Plans micro-batches as sequence-number ranges per partition and reads them on executors.
 
-    Spark creates it through :meth:`EventHubsDataSource.streamReader`; you do not build one yourself. The
+    Spark creates it through `EventHubsDataSource.streamReader`; you do not build one yourself. The
     driver side (offsets, planning, commit) keeps one event loop and one hub connection, opened on first
     use; :meth:`read` runs in executor workers, each with its own loop, hub and receiver.
 
     Example:
+        >>> from rxhubs.spark._datasource import EventHubsDataSource
         >>> reader = EventHubsDataSource({"connectionString": conn_str}).streamReader(None)  # doctest: +SKIP
         >>> reader.initialOffset()  # doctest: +SKIP
         {'0': 120, '1': 118}

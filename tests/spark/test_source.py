@@ -30,7 +30,8 @@ import rxhubs.spark
 from rxhubs import Checkpoint
 from rxhubs.emulator import BackgroundEmulator
 from rxhubs.errors import ConfigurationError, RxHubsError
-from rxhubs.spark._source import EventHubsDataSource, EventHubsStreamReader, SequenceRange, split, spread
+from rxhubs.spark._datasource import EventHubsDataSource
+from rxhubs.spark._source import EventHubsStreamReader, SequenceRange, split, spread
 from rxhubs.stores import SqliteCheckpointStore
 
 pytestmark = pytest.mark.spark

@@ -18,7 +18,8 @@ import pytest
 import rxhubs
 from rxhubs import Position
 from rxhubs.errors import ConfigurationError
-from rxhubs.spark._source import EventHubsDataSource, RxHubsDataSource, _Options
+from rxhubs.spark._datasource import EventHubsDataSource, RxHubsDataSource
+from rxhubs.spark._source_options import _Options
 
 SECRET = "c2VjcmV0LWtleS1mb3ItdGVzdHM="
 FAKE = f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey={SECRET};EntityPath=h"
