@@ -15,10 +15,11 @@ The fault hook lives here, not in the library: with ``RXHUBS_TEST_KILL_AT=after_
 with SIGKILL at its N-th write, after the data was written and before it was committed: for the control, after
 the jsonl lines were flushed and before the checkpoint; for the exactly-once sinks, see :mod:`tests.faults.eo_hooks`.
 
-``DIR/OWNER.log`` gets one flushed line per fact the test checks: ``OPEN group partition``,
-``CLOSE group partition reason``, ``COMMIT written skipped`` (each exactly-once commit, rows summed over its
-partitions), ``LOST group partition operation`` (an ``OwnershipLostError`` reported), ``HOOK sink`` (right before
-the hook's kill). It prints ``ready`` once subscribed; SIGTERM stops it gracefully (exit code 0).
+``DIR/OWNER.log`` gets one flushed line per fact the test checks: ``OPEN group partition time``,
+``CLOSE group partition reason``, ``COMMIT time partition:written:skipped ...`` (each exactly-once commit, see
+:mod:`tests.faults.eo_hooks`), ``LOST group partition operation`` (an ``OwnershipLostError`` reported),
+``HOOK sink`` (right before the hook's kill). It prints ``ready`` once subscribed; SIGTERM stops it gracefully
+(exit code 0).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -86,7 +88,7 @@ def _options(group: str, owner: str, note: Log) -> dict[str, Any]:
             note(f"LOST {group} {context.partition_id} {context.operation}")
 
     return {
-        "on_partition_initialize": lambda context: note(f"OPEN {group} {context.partition_id}"),
+        "on_partition_initialize": lambda context: note(f"OPEN {group} {context.partition_id} {time.time():.3f}"),
         "on_partition_close": lambda context, reason: note(f"CLOSE {group} {context.partition_id} {reason.value}"),
         "on_partition_error": on_error,
         "owner_id": owner,
