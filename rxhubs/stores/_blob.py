@@ -218,7 +218,7 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
         self._container_ready = False
         self._container_lock = asyncio.Lock()
         self._blobs: dict[str, _Blob] = {}
-        self._fences: dict[str, tuple[str, str]] = {}
+        self._init_fencing()
         self._url = client.url.split("?", 1)[0]
         self._stale, self._recycle_lock = False, asyncio.Lock()
         self._transport = transport if isinstance(transport, _RecyclingTransport) else None
@@ -423,7 +423,7 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
         except (AzureError, OSError) as exc:
             raise self._error(exc, verb) from exc
         found: list[tuple[str, dict[str, str], str | None, float | None]] = []
-        for name, metadata, etag, modified in listed:
+        for name, metadata, etag, modified, _size in listed:
             partition_id = name[len(prefix) :]
             if not partition_id or "/" in partition_id:
                 logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, name, prefix)

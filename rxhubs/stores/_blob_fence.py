@@ -42,6 +42,7 @@ from azure.core.exceptions import AzureError, ResourceModifiedError, ResourceNot
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import RxHubsError, StoreError
 from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
+from rxhubs.stores._blob_fence_reads import FenceReads
 from rxhubs.stores._common import logger, lost, normalize_etag, parse_offset, parse_sequence_number
 
 __all__ = ["FENCE_KEY", "STATE_KEY"]
@@ -53,6 +54,7 @@ STATE_KEY = "rxhubsstate"
 #: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
 _ATTEMPTS = 8
 _ABSENT = ""  # the cached "etag" of a checkpoint blob that does not exist
+_UNREAD = object()  # read(): no listing showed the blob; read it
 
 
 def period_key(ownership: Ownership) -> str:
@@ -60,16 +62,23 @@ def period_key(ownership: Ownership) -> str:
     return f"{normalize_etag(ownership.etag)} {ownership.owner_id}"
 
 
-def _names(o: Ownership) -> tuple[str, str]:
+def _names(o: Ownership, partition_id: str | None = None) -> tuple[str, str]:
+    """The ownership and checkpoint blobs' names of ``o``'s partition (``partition_id``: ``""`` for the prefixes)."""
     prefix = f"{o.fully_qualified_namespace}/{o.eventhub_name}/{o.consumer_group}/".lower()
-    return prefix + "ownership/" + o.partition_id.lower(), prefix + "checkpoint/" + o.partition_id.lower()
+    pid = o.partition_id.lower() if partition_id is None else partition_id
+    return prefix + "ownership/" + pid, prefix + "checkpoint/" + pid
 
 
 class _FencedBlobWrites(_Recycling):
     """The two fencing verbs of :class:`~rxhubs.stores.BlobCheckpointStore` (a mixin)."""
 
     _url: str
+    _client: Any
     _fences: dict[str, tuple[str, str]]
+    _fence_reads: FenceReads
+
+    def _init_fencing(self) -> None:
+        self._fences, self._fence_reads = {}, FenceReads()
 
     def _blob(self, name: str) -> _Blob:
         raise NotImplementedError
@@ -100,14 +109,17 @@ class _FencedBlobWrites(_Recycling):
         key = period_key(ownership)
         blob = self._blob(name)
 
-        async def read() -> tuple[Any, bytes] | None:
+        async def read(listed: Any = _UNREAD) -> tuple[Any, bytes] | None:
             """The checkpoint blob's properties and body (None: no blob); ResourceModifiedError: read it again.
 
-            One ``HEAD``; the body only when it holds state (a ``GET`` of an empty blob is two requests: the ranged
-            one the SDK starts with is refused), and only of the version that ``HEAD`` saw.
+            One ``HEAD`` (none when a listing showed the blob: ``listed``); the body only when it holds state (a
+            ``GET`` of an empty blob is two requests: the ranged one the SDK starts with is refused), and only of
+            the version that ``HEAD`` saw.
             """
             try:
-                props = await blob.get_blob_properties()
+                props = await blob.get_blob_properties() if listed is _UNREAD else listed
+                if props is None:
+                    return None
                 if not (with_state and STATE_KEY in _metadata(props) and props.size):
                     return props, b""
                 download = await blob.download_blob(
@@ -118,14 +130,21 @@ class _FencedBlobWrites(_Recycling):
                 return None
 
         try:
-            # the ownership check and the first read of the checkpoint blob go out together; the stamp waits for both
-            outcomes: list[Any] = await asyncio.gather(
-                self._check_version(own_name, ownership), read(), return_exceptions=True
-            )
-            for outcome in outcomes:
+            # the ownership check and the first read of the checkpoint blob go out together (with the other fences
+            # that begin now, as two listings: FenceReads); the stamp waits for both
+            seen = await self._fence_reads.read(self._client, _names(ownership, ""), own_name, name)
+            if seen is not None:
+                _check_version_of(seen[0], ownership)
+                try:
+                    reads: list[Any] = [None, await read(seen[1])]
+                except ResourceModifiedError as exc:  # the body changed since the listing: read it again below
+                    reads = [None, exc]
+            else:
+                reads = await asyncio.gather(self._check_version(own_name, ownership), read(), return_exceptions=True)
+            for outcome in reads:
                 if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
                     raise outcome
-            first: tuple[Any, bytes] | ResourceModifiedError | None = outcomes[1]
+            first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
             for attempt in range(_ATTEMPTS):
                 if attempt > 0 or isinstance(first, ResourceModifiedError):
                     try:  # changed between the chunks of a large body, or written meanwhile: read it again
@@ -248,10 +267,8 @@ class _FencedBlobWrites(_Recycling):
         try:
             props = await self._blob(own_name).get_blob_properties()
         except ResourceNotFoundError:
-            raise lost(ownership, "its ownership blob is gone") from None
-        owner = _metadata(props).get("ownerid")
-        if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
-            raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
+            props = None
+        _check_version_of(props, ownership)
 
     async def _check_owner(self, own_name: str, ownership: Ownership, writer: str | None) -> None:
         """Raise unless the checkpoint blob, last written by ``writer``'s period, may be overwritten by ours."""
@@ -264,6 +281,15 @@ class _FencedBlobWrites(_Recycling):
         owner = _metadata(props).get("ownerid")
         if owner != ownership.owner_id:
             raise lost(ownership, f"owned by {owner!r}")
+
+
+def _check_version_of(props: Any, ownership: Ownership) -> None:
+    """Raise unless the ownership blob read (``props``; None: gone) is at ``ownership``'s version and names it."""
+    if props is None:
+        raise lost(ownership, "its ownership blob is gone")
+    owner = _metadata(props).get("ownerid")
+    if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
+        raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
 
 
 def _metadata(props: Any) -> dict[str, str]:

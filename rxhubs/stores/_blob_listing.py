@@ -22,8 +22,8 @@ from urllib.parse import quote, unquote
 
 __all__ = ["Listed", "list_blobs", "list_under", "parse_listing"]
 
-#: ``(blob name, metadata with lower-cased keys, etag, last modified in seconds since the epoch)``.
-Listed = tuple[str, dict[str, str], "str | None", "float | None"]
+#: ``(blob name, metadata with lower-cased keys, etag, last modified in seconds since the epoch, size in bytes)``.
+Listed = tuple[str, dict[str, str], "str | None", "float | None", "int | None"]
 
 
 async def list_blobs(client: Any, prefix: str, page_size: int | None = None) -> list[Listed] | None:
@@ -68,7 +68,7 @@ def parse_listing(body: bytes) -> tuple[list[Listed], str] | None:
         ...         b'<Last-Modified>Fri, 27 Nov 2026 02:12:13 GMT</Last-Modified><Etag>0x8DC</Etag></Properties>'
         ...         b'<Metadata><OwnerId /></Metadata></Blob></Blobs><NextMarker /></EnumerationResults>')
         >>> parse_listing(body)
-        ([('ns/hub/g/ownership/0', {'ownerid': ''}, '0x8DC', 1795745533.0)], '')
+        ([('ns/hub/g/ownership/0', {'ownerid': ''}, '0x8DC', 1795745533.0, None)], '')
         >>> parse_listing(b"<Error><Code>Busy</Code></Error>") is None
         True
     """
@@ -95,7 +95,9 @@ def parse_listing(body: bytes) -> tuple[list[Listed], str] | None:
             seconds = email.utils.parsedate_to_datetime(modified).timestamp() if modified else None
         except (TypeError, ValueError):
             return None
-        found.append((name, metadata, properties.findtext("Etag"), seconds))
+        length = properties.findtext("Content-Length")
+        size = int(length) if length and length.isdigit() else None
+        found.append((name, metadata, properties.findtext("Etag"), seconds, size))
     return found, root.findtext("NextMarker") or ""
 
 
@@ -109,5 +111,5 @@ async def list_under(client: Any, prefix: str) -> list[Listed]:
         # An empty metadata value (a released owner) is listed as None: read it as "".
         metadata = {str(k).lower(): "" if v is None else str(v) for k, v in (blob.metadata or {}).items()}
         modified = blob.last_modified.timestamp() if blob.last_modified is not None else None
-        found.append((blob.name, metadata, blob.etag, modified))
+        found.append((blob.name, metadata, blob.etag, modified, blob.size))
     return found

@@ -28,7 +28,8 @@ async def store(azurite: Azurite, blob_container: str) -> AsyncIterator[BlobChec
 
 async def sdk_listing(client: ContainerClient, prefix: str) -> list[listing.Listed]:
     return [
-        (b.name, {k.lower(): v or "" for k, v in (b.metadata or {}).items()}, b.etag, b.last_modified.timestamp())
+        (b.name, {k.lower(): v or "" for k, v in (b.metadata or {}).items()}, b.etag, b.last_modified.timestamp(),
+         b.size)
         async for b in client.list_blobs(name_starts_with=prefix, include=["metadata"])
     ]
 
@@ -55,8 +56,8 @@ async def test_the_listing_reads_what_the_sdk_reads_page_after_page(store: BlobC
     for page_size in (None, 3):  # 3: three pages, the last one short
         listed = await listing.list_blobs(client, PREFIX, page_size=page_size)
         assert listed is not None
-        assert [(n, m, e.strip('"') if e else e, t) for n, m, e, t in listed] == [
-            (n, m, e.strip('"') if e else e, t) for n, m, e, t in expected
+        assert [(n, m, e.strip('"') if e else e, t, z) for n, m, e, t, z in listed] == [
+            (n, m, e.strip('"') if e else e, t, z) for n, m, e, t, z in expected
         ]
     assert (await listing.list_blobs(client, PREFIX))[7][1] == {"ownerid": ""}  # type: ignore[index]
     assert await listing.list_blobs(client, PREFIX + "nothing-here/") == []
@@ -115,4 +116,4 @@ def test_anything_but_a_listing_is_refused() -> None:
         b'<EnumerationResults><Blobs><Blob><Name Encoded="true">a%EF%BF%BEb</Name><Properties/></Blob></Blobs>'
         b"<NextMarker>m2</NextMarker></EnumerationResults>"
     )
-    assert listing.parse_listing(encoded) == ([("a\ufffeb", {}, None, None)], "m2")
+    assert listing.parse_listing(encoded) == ([("a\ufffeb", {}, None, None, None)], "m2")
