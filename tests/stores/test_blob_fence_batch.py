@@ -40,7 +40,9 @@ def own(pid: int, owner: str, etag: str | None = None) -> Ownership:
     return Ownership(NS, HUB, CG, str(pid), owner, None, etag)
 
 
-async def handed_over(store: BlobCheckpointStore, state: bytes | None = None) -> tuple[list[Ownership], list[Ownership]]:
+async def handed_over(
+    store: BlobCheckpointStore, state: bytes | None = None
+) -> tuple[list[Ownership], list[Ownership]]:
     """``a`` owned and checkpointed the partitions; ``b`` claimed them from it; ``c`` took partition 7 from ``b``."""
     a = await store.claim_ownership([own(p, "a") for p in range(PARTITIONS)])
     for record in sorted(a, key=lambda o: int(o.partition_id)):
