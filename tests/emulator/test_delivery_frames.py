@@ -1,7 +1,7 @@
 """Deliveries from the stored transfer frames: byte for byte what encoding each delivery afresh would send.
 
 The emulator keeps every event as its transfer frame and patches the link fields per delivery
-(``rxhubs.emulator._delivery``). A raw client reads two links of one session at different positions, one with
+(``rxhubs.emulator._delivery``). A raw client reads three links of one session at different positions, two with
 runtime metrics, and checks every frame: channel, handle, delivery id and tag, the frame equal to
 ``transfer_frames`` of the delivered message (the general encoder), and the message's fields decoded by pyamqp.
 Then the unmodified azure-eventhub client reads every field back as it was sent, on two consumers at once.
@@ -24,6 +24,7 @@ from rxhubs.emulator import _frames as fr
 from rxhubs.emulator._codec import Described, Symbol, UInt, ULong, encode_value
 from rxhubs.emulator._hubs import partition_for_key
 from rxhubs.emulator._links import RUNTIME_METRIC
+from rxhubs.emulator._message import _sections as sections_of
 
 from ._raw import RawClient, source, target
 from ._sdk import AioReceiver
@@ -47,7 +48,7 @@ def _messages() -> list[tuple[bytes, bytes, dict[Any, Any]]]:
         (b"", b"plain", {}),
         (header, b"with a header", {}),
         (header + sender_da, b"with delivery annotations", {}),
-        (b"", b"with properties", app),
+        (header, b"with a header and properties", app),
         (b"", b"", {}),
         (b"", bytes(range(256)) * 280, {}),
         (b"", b"last", {"i": 6}),
@@ -68,7 +69,7 @@ async def _read_frame(client: RawClient) -> tuple[bytes, int, fr.Performative | 
     return head + rest, channel, fr.decode_performative(body) if body else None
 
 
-async def test_two_links_at_different_positions_get_exact_frames() -> None:
+async def test_links_at_different_positions_get_exact_frames() -> None:
     sent = _messages()
     async with Emulator(hubs={HUB: 1}) as emulator:
         client = await RawClient.connect(emulator.port)
@@ -77,30 +78,37 @@ async def test_two_links_at_different_positions_get_exact_frames() -> None:
         for i, (message, _, _) in enumerate(sent):
             client.send(0, fr.TRANSFER, [UInt(9), UInt(i), bytes([0, 0, 0, i]), UInt(0), False, False], message)
             assert (await client.expect(fr.DISPOSITION)).field(4).descriptor == fr.ACCEPTED
-        # link 1 from the start; link 2 from sequence number 2, with runtime metrics (as rxhubs receivers ask)
+        # link 1 from the start; link 2 from sequence number 3 and link 3 from the start, both with runtime metrics
+        # (as rxhubs receivers ask): link 2's first run is stored frames with the metrics joined in, link 3's
+        # holds event 2, whose own delivery annotations are merged with the metrics by the general encoder
         client.attach_receiver(1, CG, "amqp.annotation.x-opt-offset > '-1'")
         ours = {1: (await client.expect(fr.ATTACH)).field(1)}
-        client.send(0, fr.ATTACH, ["r2", UInt(2), True, None, None,
-                                   source(CG, "amqp.annotation.x-opt-sequence-number >= '2'"), target("me"),
-                                   None, None, None, None, None, fr.symbols([RUNTIME_METRIC])])
-        ours[2] = (await client.expect(fr.ATTACH)).field(1)
-        assert ours[1] != ours[2]
-        got: dict[int, list[bytes]] = {ours[1]: [], ours[2]: []}
+        for handle, selector in ((2, "amqp.annotation.x-opt-sequence-number >= '3'"),
+                                 (3, "amqp.annotation.x-opt-offset > '-1'")):
+            client.send(0, fr.ATTACH, [f"r{handle}", UInt(handle), True, None, None, source(CG, selector),
+                                       target("me"), None, None, None, None, None, fr.symbols([RUNTIME_METRIC])])
+            ours[handle] = (await client.expect(fr.ATTACH)).field(1)
+        assert len(set(ours.values())) == 3
+        got: dict[int, list[bytes]] = {h: [] for h in ours.values()}
         delivery_ids: list[int] = []
         # first the five small events (the stored frames, patched), then credit for the rest: the 70 KB event
         # makes its run go through the general encoder, which splits it
-        client.flow(1, credit=5)
-        client.flow(2, credit=3)
-        await _collect(client, got, delivery_ids, {ours[1]: 5, ours[2]: 3})
-        client.flow(1, credit=100, delivery_count=5)
-        client.flow(2, credit=100, delivery_count=3)
-        await _collect(client, got, delivery_ids, {ours[1]: len(sent), ours[2]: len(sent) - 2})
+        firsts = {1: 0, 2: 3, 3: 0}
+        for handle, first in firsts.items():
+            client.flow(handle, credit=5 - first)
+        await _collect(client, got, delivery_ids, {ours[h]: 5 - first for h, first in firsts.items()})
+        for handle, first in firsts.items():
+            client.flow(handle, credit=100, delivery_count=5 - first)
+        await _collect(client, got, delivery_ids, {ours[h]: len(sent) - first for h, first in firsts.items()})
         await client.close()
-    assert delivery_ids == list(range(len(delivery_ids)))  # one session: consecutive ids across both links
-    for link, first in ((ours[1], 0), (ours[2], 2)):
+    assert delivery_ids == list(range(len(delivery_ids)))  # one session: consecutive ids across all links
+    for handle, first in firsts.items():
+        link = ours[handle]
         assert len(got[link]) == len(sent) - first
         offsets = []
         for seq, message in enumerate(got[link], start=first):
+            codes = [code for code, *_ in sections_of(message)]
+            assert codes == sorted(codes) and codes.count(fr.SEC_DELIVERY_ANNOTATIONS) <= 1  # in spec order
             decoded = decode_payload(memoryview(message))
             _, body, props = sent[seq]
             assert decoded.data == [body]
@@ -109,9 +117,9 @@ async def test_two_links_at_different_positions_get_exact_frames() -> None:
             assert ann[b"x-opt-sequence-number"] == seq
             offsets.append(int(ann[b"x-opt-offset"]))
             assert ann[b"x-opt-enqueued-time"] > 0
-            assert (decoded.header is not None) == (seq in (1, 2))
+            assert (decoded.header is not None) == (seq in (1, 2, 3))
             da = decoded.delivery_annotations or {}
-            if link == ours[2]:
+            if handle != 1:
                 assert da[b"last_enqueued_sequence_number"] == len(sent) - 1
             else:
                 assert b"last_enqueued_sequence_number" not in da
