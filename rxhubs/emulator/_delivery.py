@@ -32,6 +32,10 @@ _LINK = struct.Struct(">H6sBIBI2sI")  # channel .. tag, written at byte 6 of a f
 _LINK_AT = 6
 _SIZED = struct.Struct(">IBBH6sBIBI2sI")  # the same with the frame's size in front
 _MASK = 0xFFFFFFFF
+_SIZE = struct.Struct(">I")
+_AFTER_SIZE = _FRAME.pack(0, 2, 0, 0, _DESC, _LIST, 0x70, 0, 0x70, 0, _TAG, 0, 0x70, 0, 0x42, 0x42, _NULLS)[4:]
+_HEADS: dict[int, bytes] = {}  # by frame size
+_HEADS_KEPT = 65536
 
 
 def stored(message: bytes | memoryview, da_pos: int) -> tuple[bytes, bytes]:
@@ -44,12 +48,16 @@ def stored(message: bytes | memoryview, da_pos: int) -> tuple[bytes, bytes]:
         >>> len(head) == HEAD, body, message_of(head, body)
         (True, b'\x00Su\xa0\x02hi', b'\x00Su\xa0\x02hi')
     """
-    head = _FRAME.pack(HEAD + len(message), 2, 0, 0, _DESC, _LIST, 0x70, 0, 0x70, 0, _TAG, 0, 0x70, 0, 0x42, 0x42,
-                       _NULLS)
+    size = HEAD + len(message)
     if da_pos:
-        head += message[:da_pos]
-    body = message[da_pos:]
-    return head, body if isinstance(body, bytes) else bytes(body)
+        body = message[da_pos:]
+        return _SIZE.pack(size) + _AFTER_SIZE + message[:da_pos], body if isinstance(body, bytes) else bytes(body)
+    head = _HEADS.get(size)
+    if head is None:  # heads without a header section are alike for a size: shared, up to a bound
+        head = _SIZE.pack(size) + _AFTER_SIZE
+        if len(_HEADS) < _HEADS_KEPT:
+            _HEADS[size] = head
+    return head, message if isinstance(message, bytes) else bytes(message)
 
 
 def message_of(head: bytes, body: bytes) -> bytes:

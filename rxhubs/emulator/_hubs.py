@@ -218,11 +218,16 @@ class Partition:
             offset += _REC.size + len(encoded)
         if self._fd is not None:
             self._write(start, records, t)
-        offsets, times, keep = self.offsets, self.times, self._keep
+        offsets, times, heads, bodies = self.offsets, self.times, self.heads, self.bodies
+        stored = _delivery.stored
         for record_offset, encoded, da in records:
             offsets.append(record_offset)
             times.append(t)
-            keep(encoded, da)
+            head, body = stored(encoded, da)
+            if _delivery.has_delivery_annotations(body):
+                self.own_da.append(len(bodies))
+            heads.append(head)
+            bodies.append(body)
         self.next_offset = offset
         if self._signal is not None and not self._signal.done():
             self._signal.set_result(None)
