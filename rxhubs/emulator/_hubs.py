@@ -143,6 +143,7 @@ class Partition:
         self.heads: list[bytes] = []
         self.bodies: list[bytes] = []
         self.own_da: list[int] = []  # sequence numbers of the events whose sender set delivery annotations
+        self.largest_frame = 0  # bytes of the largest stored frame
         self.next_offset = len(MAGIC)
         self.readers: dict[str, list[Reader]] = {}
         self._signal: asyncio.Future[None] | None = None
@@ -197,6 +198,7 @@ class Partition:
 
     def _keep(self, message: bytes | memoryview, da_pos: int) -> None:
         head, body = _delivery.stored(message, da_pos)
+        self.largest_frame = max(self.largest_frame, len(head) + len(body))
         if _delivery.has_delivery_annotations(body):
             self.own_da.append(len(self.bodies))
         self.heads.append(head)
@@ -220,6 +222,7 @@ class Partition:
             self._write(start, records, t)
         offsets, times, heads, bodies = self.offsets, self.times, self.heads, self.bodies
         stored = _delivery.stored
+        self.largest_frame = max(self.largest_frame, _delivery.HEAD + max((len(r[1]) for r in records), default=0))
         for record_offset, encoded, da in records:
             offsets.append(record_offset)
             times.append(t)

@@ -298,8 +298,8 @@ class ConsumerLink(Link):
         if self.runtime_metrics:
             last_seq, last_off, last_ms = part.last_enqueued()
             metrics = msg.runtime_metrics(last_seq, last_off, last_ms, now_ms())
-        largest = max(map(len, heads)) + max(map(len, bodies))
-        if largest + len(metrics) <= max_frame:  # every delivery fits in one frame
+        room = max_frame - len(metrics)
+        if part.largest_frame <= room or max(map(len, heads)) + max(map(len, bodies)) <= room:  # one frame each
             if not metrics:
                 return dl.assemble(heads, bodies, s.channel, self.handle, first_id), n, n
             if bisect.bisect_left(part.own_da, start) == bisect.bisect_left(part.own_da, stop):  # nothing to merge
