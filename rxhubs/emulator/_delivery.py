@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["HEAD", "assemble", "assemble_with_metrics", "has_delivery_annotations", "message_of", "stored"]
+__all__ = ["DA", "HEAD", "assemble", "assemble_with_metrics", "message_of", "stored"]
 
 # frame header, descriptor, list8 (29 bytes, 11 fields), handle uint, delivery-id uint, tag vbin8(4), format uint,
 # settled false, more false, then rcv-settle-mode, state, resume, aborted, batchable all null; as
@@ -27,7 +27,7 @@ _LIST = b"\xc0\x1d\x0b"
 _DESC_LIST = _DESC + _LIST
 _NULLS = b"\x40" * 5
 _TAG = b"\xa0\x04"
-_DA = b"\x00\x53\x71"
+DA = b"\x00\x53\x71"  # how a delivery annotations section starts; a stored body that does is the sender's own
 _LINK = struct.Struct(">H6sBIBI2sI")  # channel .. tag, written at byte 6 of a frame
 _LINK_AT = 6
 _SIZED = struct.Struct(">IBBH6sBIBI2sI")  # the same with the frame's size in front
@@ -65,11 +65,6 @@ def message_of(head: bytes, body: bytes) -> bytes:
     return head[HEAD:] + body
 
 
-def has_delivery_annotations(body: bytes) -> bool:
-    """Whether a stored message carries a delivery annotations section of its own (from its sender)."""
-    return body.startswith(_DA)
-
-
 def assemble(heads: list[bytes], bodies: list[bytes], channel: int, handle: int, first_id: int) -> bytearray:
     """The stored frames as one buffer, with delivery ids ``first_id``, ``first_id + 1``, ... on this link.
 
@@ -93,7 +88,7 @@ def assemble_with_metrics(heads: list[bytes], bodies: list[bytes], channel: int,
                           section: bytes) -> bytearray:
     """Like :func:`assemble`, each message with the delivery annotations ``section`` (runtime metrics) added.
 
-    No message may carry delivery annotations of its own (:func:`has_delivery_annotations`; those need a merge),
+    No body may start with delivery annotations of its own (:data:`DA`; those need a merge),
     and each frame, ``len(section)`` bytes longer, must fit in the peer's max frame size (the caller checks).
     """
     pieces = [section] * (3 * len(heads))

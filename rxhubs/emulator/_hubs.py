@@ -199,7 +199,7 @@ class Partition:
     def _keep(self, message: bytes | memoryview, da_pos: int) -> None:
         head, body = _delivery.stored(message, da_pos)
         self.largest_frame = max(self.largest_frame, len(head) + len(body))
-        if _delivery.has_delivery_annotations(body):
+        if body.startswith(_delivery.DA):
             self.own_da.append(len(self.bodies))
         self.heads.append(head)
         self.bodies.append(body)
@@ -221,16 +221,17 @@ class Partition:
         if self._fd is not None:
             self._write(start, records, t)
         offsets, times, heads, bodies = self.offsets, self.times, self.heads, self.bodies
-        stored = _delivery.stored
-        self.largest_frame = max(self.largest_frame, _delivery.HEAD + max((len(r[1]) for r in records), default=0))
+        stored, own_da, largest = _delivery.stored, self.own_da, self.largest_frame
         for record_offset, encoded, da in records:
             offsets.append(record_offset)
             times.append(t)
             head, body = stored(encoded, da)
-            if _delivery.has_delivery_annotations(body):
-                self.own_da.append(len(bodies))
+            if body.startswith(_delivery.DA):  # the sender's own delivery annotations (merged on delivery)
+                own_da.append(len(bodies))
             heads.append(head)
             bodies.append(body)
+            largest = max(largest, len(head) + len(body))
+        self.largest_frame = largest
         self.next_offset = offset
         if self._signal is not None and not self._signal.done():
             self._signal.set_result(None)
