@@ -7,9 +7,15 @@ The emulator runs in its own process (``rxhubs emulator``). Two figures, 1 KB ev
   sending batches of 1,000 events from this one process against the same emulator.
 * ``delivery``: a raw client grants large credit on one partition holding the events and counts transfer
   frames as they arrive: the server's delivery rate. Baseline: ``EventHubConsumerClient.receive_batch``
-  (prefetch 1,000, batches of 1,000) from this one process.
+  (prefetch 1,000, batches of 1,000) from this one process. ``delivery_runtime_metrics`` is the same with the
+  receiver runtime metric asked for at attach, as rxhubs receivers do by default (the emulator then adds the
+  last-enqueued annotations to every delivery).
+* ``*_cpu``: the emulator process's CPU time (user + system) per event during each of those runs, and the
+  events one emulator core would serve at that cost: the rate that does not depend on how busy the shared
+  machine is.
 
-Target: the server handles at least 2x what one SDK client process reaches.
+Target: the server handles at least 2x what one SDK client process reaches. Every figure carries the load
+average of the machine (``load_average``).
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import struct
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 from rxhubs.bench._report import figure, sized
@@ -37,7 +44,7 @@ TARGET = ">= 2x"
 
 
 @contextlib.contextmanager
-def _emulator_process(partitions: int) -> Iterator[str]:
+def _emulator_process(partitions: int) -> Iterator[tuple[str, int]]:
     cmd = [sys.executable, "-m", "rxhubs.cli", "emulator", "--hub", f"bench:{partitions}", "--port", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -45,7 +52,7 @@ def _emulator_process(partitions: int) -> Iterator[str]:
         conn = proc.stdout.readline().strip()
         if not conn.startswith("Endpoint="):
             raise RuntimeError("the emulator process did not start")
-        yield conn
+        yield conn, proc.pid
     finally:
         proc.terminate()
         try:
@@ -102,7 +109,21 @@ def _batch_payload() -> bytes:
     return b"".join(b"\x00\x53\x75" + encode_value(inner) for _ in range(BATCH))
 
 
-async def _ingest(port: int, seconds: float, connections: int = 2) -> float:
+def _cpu_seconds(pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def _timed(pid: int, run: Coroutine[Any, Any, tuple[float, int]]) -> tuple[float, float]:
+    """Run a measurement; returns its rate and the emulator's CPU microseconds per event during it."""
+    before = _cpu_seconds(pid)
+    rate, events = asyncio.run(run)
+    return rate, (_cpu_seconds(pid) - before) * 1e6 / max(events, 1)
+
+
+async def _ingest(port: int, seconds: float, connections: int = 2) -> tuple[float, int]:
     payload = _batch_payload()
     accepted = 0
     stop = time.perf_counter() + seconds
@@ -128,17 +149,19 @@ async def _ingest(port: int, seconds: float, connections: int = 2) -> float:
 
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(connections)))
-    return accepted / (time.perf_counter() - start)
+    return accepted / (time.perf_counter() - start), accepted
 
 
-async def _delivery(port: int, events: int) -> float:
+async def _delivery(port: int, events: int, runtime_metrics: bool = False) -> tuple[float, int]:
     raw = await _Raw.open(port)
     selector = Symbol("apache.org:selector-filter:string")
     source = Described(ULong(fr.SOURCE), ["/bench/ConsumerGroups/$Default/Partitions/0", None, None, None, None,
                                           None, None, {selector: Described(selector,
                                                                             "amqp.annotation.x-opt-offset > '-1'")},
                                           None, None, None])
-    raw.send(fr.ATTACH, ["r", UInt(0), True, None, None, source, _terminus(fr.TARGET, "bench", 7)])
+    desired = fr.symbols(["com.microsoft:enable-receiver-runtime-metric"]) if runtime_metrics else None
+    raw.send(fr.ATTACH, ["r", UInt(0), True, None, None, source, _terminus(fr.TARGET, "bench", 7), None, None,
+                         None, None, None, desired])
     await raw.expect(fr.ATTACH)
     credit = 5000
     raw.send(fr.FLOW, [UInt(0), UInt(2**31 - 1), UInt(0), UInt(2**31 - 1), UInt(0), UInt(0), UInt(credit)])
@@ -162,7 +185,7 @@ async def _delivery(port: int, events: int) -> float:
                                UInt(credit)])
     elapsed = time.perf_counter() - start
     raw.close()
-    return received / elapsed
+    return received / elapsed, received
 
 
 async def _fill(port: int, events: int) -> None:
@@ -225,22 +248,33 @@ def _sdk_receive(conn: str, events: int, timeout: float) -> float:
     return count / (end - first) if first is not None and end > first else 0.0
 
 
+def _cpu_figure(metric: str, cpu_us: float, **extra: Any) -> dict[str, Any]:
+    return figure(SCENARIO, metric, "emulator CPU us/event", round(cpu_us, 2), None, None, None,
+                  events_per_core_s=round(1e6 / cpu_us) if cpu_us > 0 else None, **extra)
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measure the emulator's ingest and delivery rates against one SDK client process (1 KB events)."""
     seconds = sized(args, 5.0, 2.0, 0.5)
     events = sized(args, 150_000, 50_000, 5_000)
     figures: list[dict[str, Any]] = []
-    with _emulator_process(partitions=2) as conn:
+    with _emulator_process(partitions=2) as (conn, pid):
         port = _port(conn)
-        server_ingest = asyncio.run(_ingest(port, seconds))
+        server_ingest, ingest_cpu = _timed(pid, _ingest(port, seconds))
         sdk_ingest = _sdk_send(conn, seconds)
         figures.append(figure(SCENARIO, "ingest", "events/s", round(server_ingest), round(sdk_ingest),
                               "azure-eventhub producer, one process", TARGET))
-    with _emulator_process(partitions=1) as conn:
+        figures.append(_cpu_figure("ingest_cpu", ingest_cpu))
+    with _emulator_process(partitions=1) as (conn, pid):
         port = _port(conn)
         asyncio.run(_fill(port, events))
-        server_delivery = asyncio.run(_delivery(port, events))
+        server_delivery, delivery_cpu = _timed(pid, _delivery(port, events))
+        metrics_delivery, metrics_cpu = _timed(pid, _delivery(port, events, runtime_metrics=True))
         sdk_delivery = _sdk_receive(conn, events, timeout=seconds * 12)
-        figures.append(figure(SCENARIO, "delivery", "events/s", round(server_delivery), round(sdk_delivery),
-                              "azure-eventhub consumer, one process", TARGET))
-    return figures
+        for metric, rate in (("delivery", server_delivery), ("delivery_runtime_metrics", metrics_delivery)):
+            figures.append(figure(SCENARIO, metric, "events/s", round(rate), round(sdk_delivery),
+                                  "azure-eventhub consumer, one process", TARGET))
+        figures.append(_cpu_figure("delivery_cpu", delivery_cpu))
+        figures.append(_cpu_figure("delivery_runtime_metrics_cpu", metrics_cpu))
+    load = round(os.getloadavg()[0], 2)
+    return [{**f, "load_average": load} for f in figures]

@@ -75,9 +75,19 @@ class Session:
         self.remote_incoming_window -= n
         self.connection.write(b"".join(frames) if n > 1 else frames[0])
 
+    def send_batch(self, data: bytes | bytearray, transfers: int) -> None:
+        """Send ``transfers`` transfer frames, already joined into ``data``, in one write."""
+        self.next_outgoing_id = (self.next_outgoing_id + transfers) & 0xFFFFFFFF
+        self.remote_incoming_window -= transfers
+        self.connection.write(data)
+
     def take_delivery_id(self) -> int:
+        return self.take_delivery_ids(1)
+
+    def take_delivery_ids(self, n: int) -> int:
+        """Take ``n`` consecutive delivery ids (modulo 2**32); returns the first."""
         d = self.next_delivery_id
-        self.next_delivery_id = (d + 1) & 0xFFFFFFFF
+        self.next_delivery_id = (d + n) & 0xFFFFFFFF
         return d
 
     def unmap(self) -> None:

@@ -63,7 +63,7 @@ class Connection:
         self._loop = asyncio.get_running_loop()
 
     # ------------------------------------------------------------------ output
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if self.writer.is_closing():
             return
         self.writer.write(data)

@@ -1,7 +1,8 @@
 """Event hubs and their partitions: append-only logs in memory or in files, positions, reader rules.
 
 Offsets are byte positions in the partition's log (the same numbers whether or not the log is on disk), so
-they only grow; sequence numbers count from 0. A durable log file is a magic header then records of
+they only grow; sequence numbers count from 0. In memory each event is kept as the transfer frame that delivers
+it (:mod:`rxhubs.emulator._delivery`), encoded once. A durable log file is a magic header then records of
 ``[length u32][crc32 u32][enqueued ms i64][delivery-annotation position u32][message]``; recovery keeps every
 whole record and cuts the file after the last one, so a record torn by a kill mid-write is dropped.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from rxhubs.emulator import _delivery
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, Timestamp
 
@@ -137,8 +139,11 @@ class Partition:
         self.partition_id = partition_id
         self.offsets: list[int] = []
         self.times: list[int] = []
-        self.data: list[bytes] = []
-        self.da_pos: list[int] = []
+        # each event as its transfer frame (link fields zero), by sequence number: heads and bodies
+        self.heads: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.own_da: list[int] = []  # sequence numbers of the events whose sender set delivery annotations
+        self.largest_frame = 0  # bytes of the largest stored frame
         self.next_offset = len(MAGIC)
         self.readers: dict[str, list[Reader]] = {}
         self._signal: asyncio.Future[None] | None = None
@@ -161,18 +166,18 @@ class Partition:
             blob = MAGIC
         pos = len(MAGIC)
         end = len(blob)
+        view = memoryview(blob)
         while pos + _REC.size <= end:
             length, crc, enq, da = _REC.unpack_from(blob, pos)
             start = pos + _REC.size
             if start + length > end:
                 break
-            body = blob[start : start + length]
+            body = view[start : start + length]
             if zlib.crc32(body, zlib.crc32(_CRC_FIELDS.pack(enq, da))) != crc or da > length:
                 break
             self.offsets.append(pos)
             self.times.append(enq)
-            self.data.append(body)
-            self.da_pos.append(da)
+            self._keep(body, da)
             pos = start + length
         if pos != end:
             _LOG.warning("%s: dropped a torn record at byte %d (%d bytes)", path, pos, end - pos)
@@ -189,7 +194,15 @@ class Partition:
     # ------------------------------------------------------------------ appending
     @property
     def last_sequence_number(self) -> int:
-        return len(self.data) - 1
+        return len(self.bodies) - 1
+
+    def _keep(self, message: bytes | memoryview, da_pos: int) -> None:
+        head, body = _delivery.stored(message, da_pos)
+        self.largest_frame = max(self.largest_frame, len(head) + len(body))
+        if body.startswith(_delivery.DA):
+            self.own_da.append(len(self.bodies))
+        self.heads.append(head)
+        self.bodies.append(body)
 
     def append(self, messages: list[msg.Prepared], partition_key: str | None) -> None:
         """Append messages, stamping each with its Event Hubs annotations (and writing them when durable).
@@ -198,7 +211,7 @@ class Partition:
             OSError: The log file could not be written; nothing was appended (the file is cut back).
         """
         t = max(now_ms(), self.times[-1] if self.times else 0)
-        first_seq = len(self.data)
+        first_seq = len(self.bodies)
         start = offset = self.next_offset
         records: list[tuple[int, bytes, int]] = []
         for i, prepared in enumerate(messages):
@@ -207,12 +220,18 @@ class Partition:
             offset += _REC.size + len(encoded)
         if self._fd is not None:
             self._write(start, records, t)
-        offsets, times, data, da_pos = self.offsets, self.times, self.data, self.da_pos
+        offsets, times, heads, bodies = self.offsets, self.times, self.heads, self.bodies
+        stored, own_da, largest = _delivery.stored, self.own_da, self.largest_frame
         for record_offset, encoded, da in records:
             offsets.append(record_offset)
             times.append(t)
-            data.append(encoded)
-            da_pos.append(da)
+            head, body = stored(encoded, da)
+            if body.startswith(_delivery.DA):  # the sender's own delivery annotations (merged on delivery)
+                own_da.append(len(bodies))
+            heads.append(head)
+            bodies.append(body)
+            largest = max(largest, len(head) + len(body))
+        self.largest_frame = largest
         self.next_offset = offset
         if self._signal is not None and not self._signal.done():
             self._signal.set_result(None)
@@ -238,7 +257,7 @@ class Partition:
 
     async def wait_beyond(self, count: int) -> None:
         """Wait until the log holds more than ``count`` events."""
-        while len(self.data) <= count:
+        while len(self.bodies) <= count:
             if self._signal is None:
                 self._signal = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._signal)
@@ -249,7 +268,7 @@ class Partition:
 
         A receiver without a position filter starts at the beginning of the partition, as the service does.
         """
-        n = len(self.data)
+        n = len(self.bodies)
         if position is None:
             return 0
         v = position.value
@@ -285,9 +304,9 @@ class Partition:
 
     def last_enqueued(self) -> tuple[int, int, int]:
         """Sequence number, offset and enqueued time of the last event (-1, -1, 0 when empty)."""
-        if not self.data:
+        if not self.bodies:
             return -1, -1, 0
-        return len(self.data) - 1, self.offsets[-1], self.times[-1]
+        return len(self.bodies) - 1, self.offsets[-1], self.times[-1]
 
     # ------------------------------------------------------------------ reader rules
     def add_reader(self, consumer_group: str, reader: Reader) -> tuple[str, str] | None:

@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from typing import TYPE_CHECKING, Any
 
+from rxhubs.emulator import _delivery as dl
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, DecodeError
@@ -241,7 +243,7 @@ class ConsumerLink(Link):
 
     def on_flow(self, perf: fr.Performative) -> None:
         self.credit = _credit(perf, self.delivery_count)
-        if perf.field(8) and self.cursor >= len(self.partition.data):  # drain with nothing to send
+        if perf.field(8) and self.cursor >= len(self.partition.bodies):  # drain with nothing to send
             self.delivery_count = (self.delivery_count + self.credit) & 0xFFFFFFFF
             self.credit = 0
             self._send_flow(drain=True)
@@ -257,7 +259,7 @@ class ConsumerLink(Link):
         s.send(fr.flow_frame(s.channel, next_incoming_id=s.next_incoming_id, incoming_window=s.incoming_window,
                              next_outgoing_id=s.next_outgoing_id, outgoing_window=s.outgoing_window,
                              handle=self.handle, delivery_count=self.delivery_count, link_credit=self.credit,
-                             available=max(0, len(self.partition.data) - self.cursor), drain=drain))
+                             available=max(0, len(self.partition.bodies) - self.cursor), drain=drain))
 
     def evict(self, condition: str, description: str) -> None:
         self.registered = False
@@ -282,6 +284,35 @@ class ConsumerLink(Link):
             task.cancel()
         self._task = None
 
+    def _next_batch(self, part: Partition, max_frame: int) -> tuple[bytes | bytearray, int, int]:
+        """The next run of deliveries within credit and window: (its bytes, transfer frames, deliveries)."""
+        s = self.session
+        start = self.cursor
+        n = min(self.credit, s.remote_incoming_window, len(part.bodies) - start, DELIVERY_BATCH)
+        # bound what one write holds: offsets are log positions, each a record header more than the message
+        stop = bisect.bisect_right(part.offsets, part.offsets[start] + DELIVERY_BYTES, start + 1, start + n)
+        heads, bodies = part.heads[start:stop], part.bodies[start:stop]
+        n = len(bodies)
+        first_id = s.take_delivery_ids(n)
+        metrics = b""
+        if self.runtime_metrics:
+            last_seq, last_off, last_ms = part.last_enqueued()
+            metrics = msg.runtime_metrics(last_seq, last_off, last_ms, now_ms())
+        room = max_frame - len(metrics)
+        if part.largest_frame <= room or max(map(len, heads)) + max(map(len, bodies)) <= room:  # one frame each
+            if not metrics:
+                return dl.assemble(heads, bodies, s.channel, self.handle, first_id), n, n
+            if bisect.bisect_left(part.own_da, start) == bisect.bisect_left(part.own_da, stop):  # nothing to merge
+                return dl.assemble_with_metrics(heads, bodies, s.channel, self.handle, first_id, metrics), n, n
+        frames: list[bytes] = []
+        for i, (head, body) in enumerate(zip(heads, bodies, strict=True)):
+            payload = dl.message_of(head, body)
+            if metrics:
+                payload = msg.with_delivery_annotations(payload, len(head) - dl.HEAD, metrics)
+            frames.extend(fr.transfer_frames(s.channel, self.handle, (first_id + i) & 0xFFFFFFFF, payload, False,
+                                             max_frame))
+        return b"".join(frames), len(frames), n
+
     async def _run(self) -> None:
         part = self.partition
         s = self.session
@@ -296,32 +327,14 @@ class ConsumerLink(Link):
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                if self.cursor >= len(part.data):
+                if self.cursor >= len(part.bodies):
                     await part.wait_beyond(self.cursor)
                     continue
-                n = min(self.credit, s.remote_incoming_window, len(part.data) - self.cursor, DELIVERY_BATCH)
-                frames: list[bytes] = []
-                max_frame = conn.peer_max_frame
-                channel, handle = s.channel, self.handle
-                data, da_pos = part.data, part.da_pos
-                if self.runtime_metrics:
-                    last_seq, last_off, last_ms = part.last_enqueued()
-                    metrics = msg.runtime_metrics(last_seq, last_off, last_ms, now_ms())
-                size = 0
-                for i in range(self.cursor, self.cursor + n):
-                    payload = data[i]
-                    if self.runtime_metrics:
-                        payload = msg.with_delivery_annotations(payload, da_pos[i], metrics)
-                    frames.extend(fr.transfer_frames(channel, handle, s.take_delivery_id(), payload, False,
-                                                     max_frame))
-                    size += len(payload)
-                    if size >= DELIVERY_BYTES:  # bound what one write holds in memory
-                        n = i - self.cursor + 1
-                        break
-                self.cursor += n
-                self.credit -= n
-                self.delivery_count = (self.delivery_count + n) & 0xFFFFFFFF
-                s.send_transfers(frames)
+                data, transfers, sent = self._next_batch(part, conn.peer_max_frame)
+                self.cursor += sent
+                self.credit -= sent
+                self.delivery_count = (self.delivery_count + sent) & 0xFFFFFFFF
+                s.send_batch(data, transfers)
                 await conn.drain()
         except asyncio.CancelledError:
             raise

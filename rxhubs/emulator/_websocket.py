@@ -49,7 +49,7 @@ class WebSocketWriter:
     def get_write_buffer_size(self) -> int:
         return len(self._buffer)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if self._closing or self._failed:
             return
         self._buffer += data
