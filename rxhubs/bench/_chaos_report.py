@@ -117,7 +117,10 @@ def figures(report: dict[str, Any]) -> list[dict[str, Any]]:
         return figure("chaos", metric, unit, value, None, None, target, higher_is_better=False, met=met,
                       seed=report["seed"], **extra)
 
-    worst = [r["p95_s"] / r["bound_s"] for r in report["recovery_by_type"].values() if r["p95_s"] is not None]
+    # each recovery against what it was allowed (its type's bound, extended by faults that overlapped it): the
+    # figure "met" judges, so the two never disagree (the type's bound alone read 1.86 on a run that met it)
+    rows = report.get("recoveries", [])
+    worst = [r["recovery_s"] / r["allowed_s"] for r in rows if r["recovery_s"] is not None and r["allowed_s"]]
     return [
         one("events_lost", "events", report["lost"], "0", report["lost"] == 0, stored=report["stored"]),
         one("duplicates_unexplained", "events", report["duplicates_unexplained"], "0",
@@ -130,7 +133,7 @@ def figures(report: dict[str, Any]) -> list[dict[str, Any]]:
             report["checkpoint_regressions"] == 0),
         one("double_exclusive_receivers", "instants", report["double_receivers"], "0",
             report["double_receivers"] == 0),
-        one("recovery_p95_over_bound_worst", "ratio", round(max(worst), 3) if worst else None, "<= 1",
+        one("recovery_over_allowed_worst", "ratio", round(max(worst), 3) if worst else None, "<= 1",
             not report["recovery_failures"], by_type={k: v["p95_s"] for k, v in report["recovery_by_type"].items()}),
         one("faults_injected", "faults", report["faults_injected"], None, None,
             types=report["fault_types_injected"]),
