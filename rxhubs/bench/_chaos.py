@@ -233,7 +233,7 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
                 consumer.start()
             # the schedule's clock starts once every partition is being read: at load 16 the consumer processes
             # took 11.5 s to import and attach, and a fault planned at 11 s hit no reader (nothing was felt)
-            ready = await _readers_attached(emulator, 4, READY_TIMEOUT)
+            ready, ready_wait = await _readers_attached(emulator, 4, READY_TIMEOUT)
             t0 = time.time()
             rig.partitions_at.append((t0, 4))
             records = [{**f.to_json(), "injected": False} for f in plan]
@@ -260,8 +260,8 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
             link_log = getattr(emulator, "link_log", None)
             with open(out / "links.jsonl", "w") as links:  # noqa: ASYNC230
                 links.writelines(json.dumps(_link_dict(r)) + "\n" for r in link_log or ())
-    run = {"seed": seed, "duration": duration, "t0": t0, "ready_wait_s": round(ready, 2),
-           "producer_stop": producer_stop, "faults": records,
+    run = {"seed": seed, "duration": duration, "t0": t0, "readers_attached": ready,
+           "ready_wait_s": round(ready_wait, 2), "producer_stop": producer_stop, "faults": records,
            "procs": procs, "partitions_at": rig.partitions_at, "drain_wait_s": round(drained, 2),
            "produced": producer.sent, "send_failures": producer.failed, "stored": stored,
            "stored_expected": expected, "proxy_stats": stats,
@@ -270,16 +270,22 @@ async def chaos(seed: int, duration: float, out: Path, plan: list[Fault] | None 
     return report_dir(out)
 
 
-async def _readers_attached(emulator: Any, partitions: int, timeout: float) -> float:
-    """Wait until a consumer link was attached to each of ``partitions`` (or ``timeout``); seconds waited."""
+async def _readers_attached(emulator: Any, partitions: int, timeout: float) -> tuple[bool, float]:
+    """Wait until a consumer link was attached to each of ``partitions`` (or ``timeout``): attached?, seconds.
+
+    ``link_log`` is a copy taken when read: it is read again each time (a copy taken once, before the loop,
+    stayed empty, so every run waited the whole timeout and none knew whether its readers were there).
+    """
     began = time.time()
-    log = getattr(emulator, "link_log", None)
-    while log is not None and time.time() - began < timeout:
-        attached = {r.partition_id for r in log if r.event == "attach" and r.consumer_group.lower() == "$default"}
+    while getattr(emulator, "link_log", None) is not None:
+        attached = {r.partition_id for r in emulator.link_log
+                    if r.event == "attach" and r.consumer_group.lower() == "$default"}
         if len(attached) >= partitions:
+            return True, time.time() - began
+        if time.time() - began >= timeout:
             break
         await asyncio.sleep(0.2)
-    return time.time() - began
+    return False, time.time() - began
 
 
 def _stats(proxy: Any) -> dict[str, Any]:

@@ -5,6 +5,10 @@ loopback address (``SPARK_LOCAL_IP``, ``spark.driver.host``, ``spark.driver.bind
 workers must run this interpreter (``PYSPARK_PYTHON``; else they start the system Python, which may lack
 pyarrow, and fail only after a timeout), and Arrow must be enabled. The rest keeps logs and resources
 quiet: no UI, no console progress bars, shuffle partitions sized for one machine, session time zone UTC.
+
+``PYSPARK_PYTHON`` is ``_worker_python.sh``, which runs this interpreter (``RXHUBS_SPARK_PYTHON``) and starts
+a streaming source's runner so that it connects back to the JVM before its imports: Spark gives that one
+process 10 s, fixed, and on a loaded machine its imports alone took longer (``_worker_start.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = ["LOCAL_CONF", "get_or_create_session", "local_session"]
@@ -28,6 +33,14 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 _lock = threading.Lock()
+_WRAPPER = Path(__file__).with_name("_worker_python.sh")
+
+
+def worker_python() -> str:
+    """What ``PYSPARK_PYTHON`` should be: ``_worker_python.sh`` where a POSIX shell runs it, else this interpreter."""
+    if os.name == "posix" and os.access(_WRAPPER, os.X_OK):
+        return str(_WRAPPER)
+    return os.environ.get("RXHUBS_SPARK_PYTHON", sys.executable)
 
 
 def _cores(master: str) -> int:
@@ -45,7 +58,8 @@ def local_session(
 ) -> Any:
     """A local ``SparkSession`` that starts cleanly on a developer machine or a CI runner.
 
-    Sets ``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` (to this interpreter) unless already set, then
+    Sets ``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` (to this interpreter, through a small wrapper that
+    lets a streaming source start on a loaded machine: see docs/spark.md, "Sessions") unless already set, then
     builds the session with :data:`LOCAL_CONF`, ``spark.pyspark.python`` and ``spark.sql.shuffle.partitions``
     equal to the local core count. If a session already runs in this process, Spark returns it (static
     settings such as the master cannot change then). Takes about 5 s the first time.
@@ -66,7 +80,9 @@ def local_session(
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ.setdefault("RXHUBS_SPARK_PYTHON", sys.executable)
+        os.environ["PYSPARK_PYTHON"] = worker_python()
     settings = {
         **LOCAL_CONF,
         "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],

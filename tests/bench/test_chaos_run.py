@@ -47,6 +47,7 @@ def test_a_short_chaos_run_injects_its_faults_and_passes(tmp_path: Path) -> None
     assert report["faults_by_type"] == {"force_close": 1, "hub_cut": 1, "steal": 1}
     # each fault was felt: the proxy cut connections, the emulator detached links with the fault's condition
     run = json.loads((out / "run.json").read_text())
+    assert run["readers_attached"], "the schedule began before a consumer read every partition"
     cut = next(f for f in run["faults"] if f["type"] == "hub_cut")
     assert run["proxy_stats"][f"hub-{cut['target']}"]["connections_cut"] > 0
     conditions = {json.loads(line)["cond"] for line in (out / "links.jsonl").read_text().splitlines()}
