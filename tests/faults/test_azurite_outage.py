@@ -21,7 +21,7 @@ Causes found for its past failures on loaded machines (the output of each failed
   miss their 1 s deadline against a healthy Azurite, and the kit's 3 s expiration leaves only 2 s (a blob's
   last-modified time is whole seconds). The harness now gives the consumers 6 s (:data:`EXPIRY`).
 - With 6 s, a consumer's errors during the outage included a non-retriable "checkpoint ... not written after 11
-  attempts" (3 runs in 5 at load 11): reading went on, every batch wrote at once and spent a retry, so all 10
+  attempts" (4 runs in 6 at load 11): reading went on, every batch wrote at once and spent a retry, so all 10
   were gone within 5 s. Fixed in the library: batches wait for the backoff's retry
   (``tests/operators/test_checkpoint.py``).
 """
