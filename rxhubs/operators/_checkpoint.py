@@ -329,9 +329,9 @@ def checkpoint(
     completes or errors, when :func:`rxhubs.partitions` hands a partition over or releases it at shutdown
     (before the release), and on a graceful stop. Each write is bounded by ``timeout``: a store that does not
     answer fails the write, so a stop never waits on it for long (a position not written because the partition
-    was lost meanwhile is logged). A failed write is retried with backoff, keeping the
-    position (a newer one replaces it; batches arriving meanwhile wait for the retry), each failure reported to ``on_partition_error`` (operation
-    ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
+    was lost meanwhile is logged). A failed write is retried with backoff, keeping the position (a newer one
+    replaces it; batches arriving meanwhile wait for the retry), each failure reported to ``on_partition_error``
+    (operation ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
     counts as done) and a :class:`~rxhubs.errors.StoreError` naming the partition and sequence number stops
     that partition only (it is released and read again from that checkpoint later); batches read without
     balancing have no partition to stop, so the stream errors with it.
