@@ -24,7 +24,7 @@ Causes found for its past failures on loaded machines (the output of each failed
   attempts" (4 runs in 6 at load 11): reading went on, every batch wrote at once and spent a retry, so all 10
   were gone within 5 s. Fixed in the library: batches wait for the backoff's retry
   (``tests/operators/test_checkpoint.py``).
-- Still open at load 14-17 (2 runs in 12 after the fixes above): right after the heal the whole process (two
+- Still open at load 14-17 (2 runs in 38 after the fixes above): right after the heal the whole process (two
   consumers catching up on the outage's backlog, the emulator serving them, the producer) stalls for seconds;
   every store call and partition-id read misses its 1 s deadline for up to 7 s, renewals lapse past the 5 s
   left by the 6 s expiration, and the partitions are read twice or (the final checkpoint short of the end) not
