@@ -163,6 +163,11 @@ class _Checkpointer:
         if state.pending is None:
             self._settle(state)
             return
+        if state.retrying is not None and not state.flushing:
+            # a failed write is backing off: its retry writes the newest position. Batches arriving meanwhile must
+            # not write at once: each write spent a retry, so a steady stream used them all up within seconds of
+            # an outage shorter than the ownership expiration, and the partition was stopped for nothing
+            return
         now = self._now()
         due = timer_fired or state.flushing or (self.every is not None and state.batches >= self.every)
         if not due and self.max_interval is not None:
@@ -184,9 +189,10 @@ class _Checkpointer:
         assert checkpoint is not None
         session = state.session
         state.pending, state.in_flight, state.batches, state.last_write_at = None, checkpoint, 0, now
-        if state.timer is not None:
-            state.timer.dispose()
-            state.timer = None
+        for timer in (state.timer, state.retrying):  # (a flush does not wait for the backoff)
+            if timer is not None:
+                timer.dispose()
+        state.timer = state.retrying = None
 
         def done(_: Any = None) -> None:
             state.in_flight = None
@@ -212,12 +218,15 @@ class _Checkpointer:
                     session.report("checkpoint", error)
 
                 def again(*_: Any) -> None:
+                    state.retrying = None
                     if state.in_flight is None and state.pending is not None and is_owned(state.session):
                         self._write(state, self._now())
                     else:
                         self._maybe_write(state)  # drops a position no longer owned, then settles
 
-                self.scheduler.schedule_relative(delay, again)
+                if state.retrying is not None:
+                    state.retrying.dispose()
+                state.retrying = self.scheduler.schedule_relative(delay, again)
                 return
             self._fail(state, checkpoint, error)
 
@@ -320,9 +329,9 @@ def checkpoint(
     completes or errors, when :func:`rxhubs.partitions` hands a partition over or releases it at shutdown
     (before the release), and on a graceful stop. Each write is bounded by ``timeout``: a store that does not
     answer fails the write, so a stop never waits on it for long (a position not written because the partition
-    was lost meanwhile is logged). A failed write is retried with backoff, keeping the
-    position (a newer one replaces it), each failure reported to ``on_partition_error`` (operation
-    ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
+    was lost meanwhile is logged). A failed write is retried with backoff, keeping the position (a newer one
+    replaces it; batches arriving meanwhile wait for the retry), each failure reported to ``on_partition_error``
+    (operation ``"checkpoint"``). When retries run out, the store keeps the last checkpoint written (nothing after it
     counts as done) and a :class:`~rxhubs.errors.StoreError` naming the partition and sequence number stops
     that partition only (it is released and read again from that checkpoint later); batches read without
     balancing have no partition to stop, so the stream errors with it.

@@ -103,6 +103,7 @@ class PartitionRecord:
     attempt: int = 0
     flushing: bool = False
     timer: abc.DisposableBase | None = None
+    retrying: abc.DisposableBase | None = None  # the retry of a failed write, scheduled after its backoff
     waiters: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -110,8 +111,15 @@ class PartitionRecord:
         return self.pending is None and self.in_flight is None
 
     def begin(self, session: OwnershipSession | None) -> None:
-        """A new period of ownership: it started from the stored checkpoint and state, so start afresh."""
+        """A new period of ownership: it started from the stored checkpoint and state, so start afresh.
+
+        Its claim was just answered, so a backoff left by the last period's failed writes ends too.
+        """
         self.session, self.watermark, self.pending, self.recorded = session, -1, None, None
+        self.attempt = 0
+        if self.retrying is not None:
+            self.retrying.dispose()
+            self.retrying = None
         self.prefix = ContiguousPrefix()
         self.state = CommittedState(session.restored_state if session is not None else None)
 

@@ -134,7 +134,7 @@ class Consumer(threading.Thread):
             return list(self.rows)
 
 
-def live_owners(connection_string: str, store_factory: Callable[[], Any]) -> dict[str, str]:
+def live_owners(connection_string: str, store_factory: Callable[[], Any], expiry: float = EXPIRY) -> dict[str, str]:
     """Partition -> owner, as the store has it now (unexpired, unreleased records of real partitions)."""
 
     async def read() -> dict[str, str]:
@@ -152,7 +152,7 @@ def live_owners(connection_string: str, store_factory: Callable[[], Any]) -> dic
             if o.owner_id
             and o.partition_id.isdigit()
             and o.last_modified_time
-            and now - o.last_modified_time < EXPIRY
+            and now - o.last_modified_time < expiry
         }
 
     return asyncio.run(read())

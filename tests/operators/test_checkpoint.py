@@ -181,6 +181,27 @@ def test_a_persistent_store_failure_is_a_store_error_naming_the_position() -> No
         assert stored(inner) == {"0": 0}  # the last checkpoint written stays: nothing after it counts as done
 
 
+def test_batches_arriving_while_a_failed_write_backs_off_do_not_spend_its_retries() -> None:
+    # The Azurite outage test at a 6 s expiration: reading went on through the outage, and every batch wrote at once,
+    # each write one more attempt, so 10 retries were spent within 5 s and the partition was stopped for good
+    # ("not written after 11 attempts") although its ownership never lapsed. The retry writes the newest position.
+    with marble_test() as t:
+        inner = InMemoryCheckpointStore()
+        store = ProxyStore(inner, t.scheduler)
+        inner.fail("update_checkpoint", times=None)
+        t.at(7.5, inner.heal)
+        results = t.start(
+            t.cold("-a-b-c-d-e-f-g-h-i-j|", lookup()).pipe(
+                hops.checkpoint(store, max_interval=0.0, retry=Backoff(initial=1.0, max_retries=3))
+            )
+        )
+        # a fails at 1; retried at 2 (a) and 4 (b, the newest then), failing; at 8 (healed) d, the newest, is written
+        assert [time - 200.0 for time, verb in store.calls if "checkpoint" in verb][:4] == [1.0, 2.0, 4.0, 8.0]
+        assert [seq for _, _, seq in store.writes][:4] == [0, 0, 1, 3]
+        assert results[-1] == ReactiveTest.on_completed(220.0)  # no StoreError: the retries were not used up
+        assert stored(inner) == {"0": 9}
+
+
 def test_a_write_the_store_never_answers_fails_at_the_timeout_and_is_retried() -> None:
     with marble_test() as t:
         inner = InMemoryCheckpointStore()
