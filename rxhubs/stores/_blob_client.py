@@ -112,25 +112,67 @@ _Blob: TypeAlias = "BlobClient | _ThreadedBlob"
 
 
 class _RecyclingTransport(AioHttpTransport):  # type: ignore[misc]
-    """azure-core's aiohttp transport, whose HTTP session (every pooled connection) can be swapped for a new one."""
+    """azure-core's aiohttp transport, whose HTTP session (every pooled connection) can be swapped for a new one.
+
+    The old session is closed once the requests still going through it have ended (answered, failed, or
+    cancelled by their caller's deadline): closing an aiohttp session closes the connections its requests are
+    using, so closing it at once failed every other store call in flight, each of which then timed out and
+    swapped the session again (seen after an Azurite outage on a loaded machine: every call missed its deadline
+    for seconds after the heal).
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._trust_env = bool(kwargs.get("use_env_settings", True))
+        self._in_flight: dict[aiohttp.ClientSession, int] = {}
+        self._retired: set[aiohttp.ClientSession] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        await self.open()
+        session: aiohttp.ClientSession = self.session
+        self._in_flight[session] = self._in_flight.get(session, 0) + 1
+        try:
+            return await super().send(request, **kwargs)
+        finally:
+            left = self._in_flight.pop(session) - 1
+            if left:
+                self._in_flight[session] = left
+            elif session in self._retired:
+                self._retired.discard(session)
+                task = asyncio.ensure_future(_close(session))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
 
     async def recycle(self) -> None:
-        """Go on with a new session; close the old one (its connections may be dead: never wait long on it)."""
+        """Go on with a new session; close the old one once its requests have ended (never wait long on it)."""
         old: aiohttp.ClientSession | None = self.session  # type: ignore[has-type]
         if old is None:
             return  # never opened, or closed with the client: the next request opens a new one
         self.session = aiohttp.ClientSession(
             trust_env=self._trust_env, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
         )
-        try:
-            async with asyncio.timeout(_CLOSE_TIMEOUT):
-                await old.close()
-        except Exception as exc:  # the old session is dropped either way
-            logger.debug("closing an HTTP session: %r", exc)
+        if self._in_flight.get(old):
+            self._retired.add(old)
+        else:
+            await _close(old)
+
+    async def close(self) -> None:
+        await super().close()
+        retired, self._retired = list(self._retired), set()
+        for session in retired:
+            await _close(session)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+async def _close(session: aiohttp.ClientSession) -> None:
+    """Close a session the store no longer uses (its connections may be dead: never wait long on it)."""
+    try:
+        async with asyncio.timeout(_CLOSE_TIMEOUT):
+            await session.close()
+    except Exception as exc:  # the old session is dropped either way
+        logger.debug("closing an HTTP session: %r", exc)
 
 
 class _Recycling:
