@@ -88,6 +88,11 @@ def local_session(
         "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
         "spark.sql.shuffle.partitions": str(_cores(master)),
     }
+    if os.environ["PYSPARK_PYTHON"] == str(_WRAPPER):
+        # executors started by a cluster's worker get their environment from it, not from this process: tell
+        # them which interpreter the wrapper runs (without it, a standalone cluster's executors ran the system
+        # python3, which lacked pyarrow)
+        settings["spark.executorEnv.RXHUBS_SPARK_PYTHON"] = os.environ.get("RXHUBS_SPARK_PYTHON", sys.executable)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():

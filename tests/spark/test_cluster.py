@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,16 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
     raise AssertionError(f"the {what} did not listen on {port}")
 
 
+def _without(env: Mapping[str, str], *names: str) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in names}
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(SPARK_CLASS.parent.parent),
-           "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable}
+    # a worker machine's environment: nothing the driver's local_session set in this process
+    env = {**_without(os.environ, "RXHUBS_SPARK_PYTHON"), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_HOME": str(SPARK_CLASS.parent.parent), "SPARK_WORKER_DIR": str(tmp_path / "work"),
+           "PYSPARK_PYTHON": sys.executable}
     master_port, worker_port = free_port(), free_port()
     started: list[subprocess.Popen[bytes]] = []
 
@@ -84,7 +90,9 @@ def test_executors_of_a_standalone_cluster_write_and_batch_read(
     cluster: str, emulator_factory: Any, tmp_path: Path
 ) -> None:
     emulator: BackgroundEmulator = emulator_factory(hubs={"c": 2})
-    env = {**os.environ, "RXHUBS_TEST_CONNECTION_STRING": emulator.connection_string("c")}
+    # a driver started afresh, as a user's would be: its local_session picks the Python its executors run
+    env = {**_without(os.environ, "PYSPARK_PYTHON", "RXHUBS_SPARK_PYTHON"),
+           "RXHUBS_TEST_CONNECTION_STRING": emulator.connection_string("c")}
     result = subprocess.run([sys.executable, str(DRIVER), cluster], env=env, capture_output=True, text=True,
                             timeout=560, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
