@@ -117,7 +117,14 @@ def test_a_new_group_at_latest_scales_to_the_maximum_unless_seeded(
 
             async def stop_when_claimed() -> None:
                 await all_claimed.wait()
-                await asyncio.sleep(1.0)  # the seeds are written before reading starts
+                if seed:  # each seed is written before its partition reads (two management calls, then the write)
+                    for _ in range(600):
+                        if len(await store.list_checkpoints(hub.fully_qualified_namespace, hub.eventhub_name,
+                                                            group)) == PARTITIONS:
+                            break
+                        await asyncio.sleep(0.1)
+                else:
+                    await asyncio.sleep(1.0)  # reading started: no checkpoint comes from reading at latest either
                 shutdown.request()
 
             stopper = asyncio.create_task(stop_when_claimed())
