@@ -307,12 +307,7 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
         time.sleep(rng.uniform(0.8, 2.0))
         fleet.restart_the_dead(hook)
         if action == "pause":
-            current = owners(store, fleet.group)
-            by: dict[str, list[str]] = defaultdict(list)
-            for pid, owner in current.items():
-                by[owner].append(pid)
-            candidates = [s for s in fleet.running() if fleet.owner[s] not in fleet.hooked] or fleet.running()
-            slot = max(candidates, key=lambda s: len(by.get(fleet.owner[s], [])))  # not one that dies on its own
+            slot, by = _busiest(fleet, store, hook)
             if fleet.group == EO_GROUP:  # right after one of its commits, with more batches held: a commit pending
                 _after_a_commit(fleet, fleet.owner[slot])
                 time.sleep(0.2)
@@ -328,6 +323,30 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
         fleet.start(slot, hook())
     fleet.restart_the_dead(hook)
     return done
+
+
+def _busiest(fleet: Fleet, store: Path, hook: Callable[[], int | None], timeout: float = 60.0
+             ) -> tuple[str, dict[str, list[str]]]:
+    """The running consumer owning the most partitions, and who owns what, preferring one free of the kill hook.
+
+    Waits (up to ``timeout``) until that consumer owns at least one partition: on a loaded machine the consumers
+    free of the hook may have just restarted and own nothing yet, and a zombie with nothing to lose tests
+    nothing. Then any running consumer that owns some will do.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        by: dict[str, list[str]] = defaultdict(list)
+        for pid, owner in owners(store, fleet.group).items():
+            by[owner].append(pid)
+        running = fleet.running()
+        late = time.monotonic() > deadline
+        for candidates in ([s for s in running if fleet.owner[s] not in fleet.hooked], *([running] if late else [])):
+            if candidates:
+                slot = max(candidates, key=lambda s: len(by.get(fleet.owner[s], [])))
+                if by.get(fleet.owner[slot]) or (late and candidates is running):
+                    return slot, by
+        time.sleep(0.5)
+        fleet.restart_the_dead(hook)
 
 
 def drain(fleet: Fleet, complete: Callable[[], bool], timeout: float = 90.0) -> bool:
