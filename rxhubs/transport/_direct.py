@@ -27,7 +27,7 @@ from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
 from rxhubs.transport._frames import compiled_reader, log_receive_path
-from rxhubs.transport._liveness import LinkWatch
+from rxhubs.transport._liveness import LinkWatch, own_the_decision
 from rxhubs.transport._native import NativeLink
 from rxhubs.transport._warm import adopt
 from rxhubs.transport._warm import close_session as _close_warm
@@ -100,6 +100,8 @@ async def _open(
             await _close_warm(warm)
         connection = await client._conn_manager_async.get_connection(endpoint=client._address.hostname, auth=auth)
         await handler.open_async(connection=connection)
+    if watch is not None:  # the watchdog decides when the path is silent, the handshake included (not pyamqp's
+        own_the_decision(handler._connection)  # check, which a loaded machine's late reads set off)
     steps = 0
     while True:  # each step reads the socket until the service's reply (or the socket timeout)
         if await handler.client_ready_async():

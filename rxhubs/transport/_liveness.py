@@ -151,13 +151,14 @@ class Watchdog:
         connection, reading = self._probe()
         now = self._clock()
         self.paused = None
+        if connection is not None:
+            own_the_decision(connection)  # from the first look: the handshake is watched here too
         if connection is not self._connection:
             self._connection, self._stamp, self._heard = connection, _last_frame(connection), now
             return None
         if connection is None:
             self._heard = now
             return None
-        own_the_decision(connection)
         stamp = _last_frame(connection)
         if stamp != self._stamp or not reading:
             self._stamp, self._heard = stamp, now
