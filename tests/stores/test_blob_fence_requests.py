@@ -42,19 +42,29 @@ def own(owner: str, etag: str | None = None) -> Ownership:
     return Ownership(NS, HUB, CG, "0", owner, None, etag)
 
 
+def traced_store(azurite: Any, blob_container: str, trace: Trace) -> BlobCheckpointStore:
+    return BlobCheckpointStore.from_connection_string(
+        azurite.connection_string, blob_container, raw_request_hook=trace.request, raw_response_hook=trace.response
+    )
+
+
+async def handed_from_a_to_b(store: BlobCheckpointStore) -> tuple[Ownership, Ownership]:
+    """``a`` claimed partition 0, fenced it and checkpointed 7; ``b`` claimed it from ``a`` (not fenced yet)."""
+    [a] = await store.claim_ownership([own("a")])
+    await store.fence(a)
+    await store.update_checkpoint_fenced(Checkpoint(NS, HUB, CG, "0", "70", 7), a)
+    [b] = await store.claim_ownership([own("b", a.etag)])
+    return a, b
+
+
 @pytest.mark.parametrize("with_state", [False, True], ids=["fence", "fence_with_state"])
 async def test_the_fence_reads_both_blobs_at_once_and_stamps_after_both(
     azurite: Any, blob_container: str, with_state: bool
 ) -> None:
     trace = Trace()
-    store = BlobCheckpointStore.from_connection_string(
-        azurite.connection_string, blob_container, raw_request_hook=trace.request, raw_response_hook=trace.response
-    )
+    store = traced_store(azurite, blob_container, trace)
     async with store:
-        [a] = await store.claim_ownership([own("a")])
-        await store.fence(a)
-        await store.update_checkpoint_fenced(Checkpoint(NS, HUB, CG, "0", "70", 7), a)
-        [b] = await store.claim_ownership([own("b", a.etag)])
+        a, b = await handed_from_a_to_b(store)
         trace.events.clear()
         if with_state:
             start, _ = await store.fence_with_state(b)
@@ -83,14 +93,9 @@ async def test_the_fence_reads_both_blobs_at_once_and_stamps_after_both(
 async def test_a_fence_whose_ownership_moved_stamps_nothing(azurite: Any, blob_container: str) -> None:
     """The check fails (another consumer claimed the partition after this record was read): no write goes out."""
     trace = Trace()
-    store = BlobCheckpointStore.from_connection_string(
-        azurite.connection_string, blob_container, raw_request_hook=trace.request, raw_response_hook=trace.response
-    )
+    store = traced_store(azurite, blob_container, trace)
     async with store:
-        [a] = await store.claim_ownership([own("a")])
-        await store.fence(a)
-        await store.update_checkpoint_fenced(Checkpoint(NS, HUB, CG, "0", "70", 7), a)
-        [b] = await store.claim_ownership([own("b", a.etag)])
+        a, b = await handed_from_a_to_b(store)
         await store.claim_ownership([own("c", b.etag)])  # c took it before b fenced
         trace.events.clear()
         with pytest.raises(OwnershipLostError):
