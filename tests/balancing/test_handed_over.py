@@ -58,10 +58,9 @@ def test_a_consumer_awaiting_a_handover_does_not_reread_the_partition_ids_until_
     assert not g.duplicates() and not g.missing()
 
 
-def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_read() -> None:
-    """Its round's claim (its presence, its renewals) answers nothing about a record that names it already, so the
-    partitions handed over start while it is in flight: a store call sooner. Each store call takes 0.5 s here."""
-    g = Group(8, interval=I, fenced=False, latency=0.5, work=0.05, checkpoint_interval=1.0)
+def _newcomer_handed_half(g: Group) -> tuple[Any, dict[str, float], set[str]]:
+    """``a`` owns the 8 partitions, ``b`` joins at 5 s and is handed 4-7 (not claiming them): b, when each of its
+    partition streams was emitted, and the partitions handed."""
     g.traffic(0.5, 14.0, every=0.25)
     g.add("a", at=0.0)
     b = g.add("b", at=5.0)
@@ -77,6 +76,14 @@ def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_r
     handed = {"4", "5", "6", "7"}
     assert b.owned == handed and set(emitted) == handed
     assert not [pid for t, pid, _ in b.store.claimed if pid in handed and t < 15.0]  # handed, not claimed
+    return b, emitted, handed
+
+
+def test_the_newcomer_starts_what_it_was_handed_as_soon_as_the_checkpoints_are_read() -> None:
+    """Its round's claim (its presence, its renewals) answers nothing about a record that names it already, so the
+    partitions handed over start while it is in flight: a store call sooner. Each store call takes 0.5 s here."""
+    g = Group(8, interval=I, fenced=False, latency=0.5, work=0.05, checkpoint_interval=1.0)
+    b, emitted, handed = _newcomer_handed_half(g)
     claims = [t for t, verb in b.store.calls if verb == "claim_ownership"]
     for pid in handed:  # started while one of b's claims was in flight, not after it answered
         assert any(t <= emitted[pid] < t + 0.5 for t in claims), (pid, emitted[pid], claims)
@@ -88,21 +95,7 @@ def test_with_a_fenced_store_the_newcomer_fences_what_it_was_handed_alongside_it
     it goes out with the round's claim and each partition starts on its fence's answer; nothing waits for the claim.
     Each store call takes 0.5 s; in virtual time the fences go first, one after the other, then the claim."""
     g = Group(8, interval=I, fenced=True, latency=0.5, work=0.05, checkpoint_interval=1.0)
-    g.traffic(0.5, 14.0, every=0.25)
-    g.add("a", at=0.0)
-    b = g.add("b", at=5.0)
-    emitted: dict[str, float] = {}
-    on_stream = b._on_stream
-
-    def noted(stream: Any) -> None:
-        emitted.setdefault(stream.partition_id, g.scheduler.clock)
-        on_stream(stream)
-
-    b._on_stream = noted  # type: ignore[method-assign]
-    g.run(22.0)
-    handed = {"4", "5", "6", "7"}
-    assert b.owned == handed and set(emitted) == handed
-    assert not [pid for t, pid, _ in b.store.claimed if pid in handed and t < 15.0]  # handed, not claimed
+    b, emitted, handed = _newcomer_handed_half(g)
     first, last = min(emitted.values()), max(emitted.values())
     looked = max(t for t, verb in b.store.calls if verb == "list_ownership" and t < first)  # the look that saw them
     fences = [t for t, verb in b.store.calls if verb == "fence" and looked < t < last + 0.5]
