@@ -243,7 +243,7 @@ class BalancingLoop(WindDown):
             self._presence_listed = presence
             decision = self._plan(records, presence, ids)
             handed = self._handed_to_me(decision)
-            releases = releases_of(self.sessions.values())
+            releases = releases_of(self.sessions.values(), self.store)
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             sent = [*(o for o in claims if o.partition_id not in handed), *releases]
@@ -394,7 +394,7 @@ class BalancingLoop(WindDown):
         return True
 
     async def _release_ready(self) -> None:
-        releases = releases_of(self.sessions.values())
+        releases = releases_of(self.sessions.values(), self.store)
         try:
             await self.calls.claim(releases)
         except Exception as exc:

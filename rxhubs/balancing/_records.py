@@ -20,9 +20,22 @@ def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
     return etag
 
 
-def releases_of(sessions: Iterable[PartitionSession]) -> list[Ownership]:
-    """The records to release: those of the sessions ready for it, with no owner or their recipient's."""
-    return [replace(s.record, owner_id=s.release_to) for s in sessions if s.ready]
+def releases_of(sessions: Iterable[PartitionSession], store: object = None) -> list[Ownership]:
+    """The records to release: those of the sessions ready for it, with no owner or their recipient's.
+
+    A record handed to a recipient is noted with a ``store`` that takes note of handovers (the blob store's
+    ``note_handover``: the recipient's fence then needs no write), once its period is known.
+    """
+    note = getattr(store, "note_handover", None)
+    releases = []
+    for session in sessions:
+        if not session.ready:
+            continue
+        record = replace(session.record, owner_id=session.release_to)
+        if callable(note) and session.release_to and session.period is not None:
+            note(session.period, record)
+        releases.append(record)
+    return releases
 
 
 def split_won(

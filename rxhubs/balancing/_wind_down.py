@@ -50,7 +50,7 @@ class WindDown(Holdings):
         unheld = await self._unheld_releases()
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
-                releases = releases_of(self.sessions.values())
+                releases = releases_of(self.sessions.values(), self.store)
                 await self.calls.claim([*releases, *unheld, await self._final_presence_record()])
             except Exception as exc:
                 self.listener.on_error("release", exc)

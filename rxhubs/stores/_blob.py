@@ -34,7 +34,7 @@ from rxhubs.stores._blob_client import (
     recycling,
     storage_error,
 )
-from rxhubs.stores._blob_fence import _FencedBlobWrites
+from rxhubs.stores._blob_fence import _FencedBlobWrites, written_at
 from rxhubs.stores._blob_listing import list_under
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
 from rxhubs.stores._contract import StatefulCheckpointStore
@@ -281,7 +281,7 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
     async def _claim_one(self, claim: Ownership) -> Ownership | None:
         name = blob_prefix(claim.fully_qualified_namespace, claim.eventhub_name, claim.consumer_group, "ownership")
         blob = self._blob(name + claim.partition_id.lower())
-        metadata = {"ownerid": claim.owner_id}
+        metadata = self._ownership_metadata(claim)
         etag = normalize_etag(claim.etag)
         try:
             if etag is None:
@@ -299,9 +299,7 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
                 "blob store %s: claim of partition %r by %r lost", self._url, claim.partition_id, claim.owner_id
             )
             return None
-        return replace(
-            claim, etag=normalize_etag(properties["etag"]), last_modified_time=properties["last_modified"].timestamp()
-        )
+        return replace(claim, etag=normalize_etag(properties["etag"]), last_modified_time=written_at(properties))
 
     # -- the contract ----------------------------------------------------------------------------------
 

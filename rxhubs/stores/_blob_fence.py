@@ -22,6 +22,16 @@ fence is on the **checkpoint blob's etag**:
 
 The etag each period last saw is cached per checkpoint blob; a miss costs one read (a ``HEAD``).
 
+**A handover needs no stamp.** A consumer that hands a partition over (it drained it and wrote its final
+checkpoint; the balancing loop calls :meth:`_FencedBlobWrites.note_handover`) names its period in the ownership
+blob it writes for the recipient (``rxhubshandedby``), and from then on refuses every write of that period
+itself, as a stamp would make the service refuse it. The recipient's fence, finding that key equal to the
+checkpoint blob's ``rxhubsfence``, knows that the period that wrote the checkpoint last is over and wrote its
+last, so there is nothing to fence out: it reads the position and stamps nothing (its first write carries its
+own key, ``If-Match`` the etag it read). Any other writer in between (the official store, an older owner) shows
+as another key, and the fence stamps as above. On Azurite, whose one thread serves requests one at a time, that
+is one write fewer per partition on the handover's critical path (16 writes when 16 partitions move at once).
+
 **Operator state** (``commit_state``) is the checkpoint blob's **body**: one conditional upload replaces the
 body and the metadata together (``offset``, ``sequencenumber``, ``rxhubsfence`` and ``rxhubsstate``, the
 state's length), so the pair is atomic, and the official store, which reads only the metadata, still reads
@@ -45,12 +55,16 @@ from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
 from rxhubs.stores._blob_fence_reads import FenceReads
 from rxhubs.stores._common import logger, lost, normalize_etag, parse_offset, parse_sequence_number
 
-__all__ = ["FENCE_KEY", "STATE_KEY"]
+__all__ = ["FENCE_KEY", "HANDED_KEY", "STATE_KEY", "written_at"]
 
 #: The checkpoint blob's metadata key naming the period that wrote it.
 FENCE_KEY = "rxhubsfence"
 #: The checkpoint blob's metadata key saying its body is the state committed with it (the body's length).
 STATE_KEY = "rxhubsstate"
+#: The ownership blob's metadata key naming the period that handed the partition over to the owner it names.
+HANDED_KEY = "rxhubshandedby"
+#: Periods remembered as handed over (the oldest are forgotten first; each is one partition's, never reused).
+_HANDED_KEPT = 4096
 #: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
 _ATTEMPTS = 8
 _ABSENT = ""  # the cached "etag" of a checkpoint blob that does not exist
@@ -76,9 +90,46 @@ class _FencedBlobWrites(_Recycling):
     _client: Any
     _fences: dict[str, tuple[str, str]]
     _fence_reads: FenceReads
+    _handed: dict[str, None]
+    _hands: dict[tuple[str, str | None], str]
 
     def _init_fencing(self) -> None:
         self._fences, self._fence_reads = {}, FenceReads()
+        self._handed, self._hands = {}, {}
+
+    def note_handover(self, period: Ownership, record: Ownership) -> None:
+        """``period`` is over: its partition goes to the owner ``record`` names, in the next claim of ``record``.
+
+        Called by the balancing loop once the partition drained and its final checkpoint was written. That
+        claim names ``period`` in the ownership blob (:data:`HANDED_KEY`), so that the recipient's fence can
+        skip its stamp; and from now on every write of ``period`` fails here, as the stamp would have made it
+        fail at the service.
+
+        Example:
+            >>> from rxhubs.stores import BlobCheckpointStore
+            >>> store = BlobCheckpointStore("http://127.0.0.1:1/devstoreaccount1/c")
+            >>> a = Ownership("ns", "hub", "$Default", "0", "a", etag="0x1")
+            >>> store.note_handover(a, Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))
+            >>> store._ownership_metadata(Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))
+            {'ownerid': 'b', 'rxhubshandedby': '0x1 a'}
+        """
+        key = period_key(period)
+        self._handed[key] = None
+        while len(self._handed) > _HANDED_KEPT:
+            del self._handed[next(iter(self._handed))]
+        _, name = _names(period)
+        if self._fences.get(name, ("", ""))[0] == key:
+            del self._fences[name]
+        if record.owner_id:
+            self._hands[(_names(record)[0], normalize_etag(record.etag))] = key
+
+    def _ownership_metadata(self, claim: Ownership) -> dict[str, str]:
+        """The ownership blob's metadata that ``claim`` writes: its owner, and the period handing it over, if any."""
+        metadata = {"ownerid": claim.owner_id}
+        handed_by = self._hands.pop((_names(claim)[0], normalize_etag(claim.etag)), None)
+        if handed_by is not None and claim.owner_id:
+            metadata[HANDED_KEY] = handed_by
+        return metadata
 
     def _blob(self, name: str) -> _Blob:
         raise NotImplementedError
@@ -135,6 +186,7 @@ class _FencedBlobWrites(_Recycling):
             seen = await self._fence_reads.read(self._client, _names(ownership, ""), own_name, name)
             if seen is not None:
                 _check_version_of(seen[0], ownership)
+                handed_by = _metadata(seen[0]).get(HANDED_KEY)
                 try:
                     reads: list[Any] = [None, await read(seen[1])]
                 except ResourceModifiedError as exc:  # the body changed since the listing: read it again below
@@ -144,6 +196,8 @@ class _FencedBlobWrites(_Recycling):
             for outcome in reads:
                 if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
                     raise outcome
+            if seen is None:
+                handed_by = None if isinstance(reads[0], BaseException) else _metadata(reads[0]).get(HANDED_KEY)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
             for attempt in range(_ATTEMPTS):
                 if attempt > 0 or isinstance(first, ResourceModifiedError):
@@ -160,6 +214,9 @@ class _FencedBlobWrites(_Recycling):
                 if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
                     self._fences.pop(name, None)
                     return None, None
+                if handed_by and metadata.get(FENCE_KEY) == handed_by:  # written last by the period now over
+                    self._fences[name] = (key, str(normalize_etag(props.etag)))
+                    return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
                 try:
                     written = await blob.set_blob_metadata(
                         {**metadata, FENCE_KEY: key},
@@ -209,6 +266,8 @@ class _FencedBlobWrites(_Recycling):
     async def _write_fenced(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes | None) -> None:
         own_name, name = _names(ownership)
         key = period_key(ownership)
+        if key in self._handed:
+            raise lost(ownership, "this period handed the partition over")
         cached = self._fences.get(name)
         etag: str | None = cached[1] if cached is not None and cached[0] == key else None
         checked = False
@@ -262,13 +321,14 @@ class _FencedBlobWrites(_Recycling):
             f"checkpoint blob changed {_ATTEMPTS} times in a row"
         )
 
-    async def _check_version(self, own_name: str, ownership: Ownership) -> None:
-        """Raise unless the ownership blob is still at ``ownership``'s version (the fence's check)."""
+    async def _check_version(self, own_name: str, ownership: Ownership) -> Any:
+        """The ownership blob's properties; raise unless it is still at ``ownership``'s version (the fence's check)."""
         try:
             props = await self._blob(own_name).get_blob_properties()
         except ResourceNotFoundError:
             props = None
         _check_version_of(props, ownership)
+        return props
 
     async def _check_owner(self, own_name: str, ownership: Ownership, writer: str | None) -> None:
         """Raise unless the checkpoint blob, last written by ``writer``'s period, may be overwritten by ours."""
@@ -302,3 +362,8 @@ def _checkpoint(o: Ownership, metadata: dict[str, str]) -> Checkpoint | None:
     if number is None or not valid:
         return None
     return Checkpoint(o.fully_qualified_namespace, o.eventhub_name, o.consumer_group, o.partition_id, offset, number)
+
+
+def written_at(properties: dict[str, Any]) -> float:
+    """Seconds since the epoch of a write's answer (its ``last_modified``)."""
+    return float(properties["last_modified"].timestamp())

@@ -1,0 +1,127 @@
+"""A graceful handover needs no stamp (Azurite): the former owner names its period, the recipient reads and starts.
+
+The former owner (``a``) drained the partition, wrote its final checkpoint and hands the record to ``b`` with
+``note_handover``: the ownership blob it writes names its period, and ``a``'s store refuses every later write of
+that period. ``b``'s fence finds the checkpoint blob written last by that very period, so it reads the position
+and sends no write. Anything else written in between makes it stamp as before. Observed in the storage client's
+own pipeline, so no request is left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rxhubs import Checkpoint, Ownership
+from rxhubs.errors import OwnershipLostError
+from rxhubs.stores import BlobCheckpointStore
+from rxhubs.stores._blob_fence import FENCE_KEY, HANDED_KEY
+from tests.stores.test_blob_fence_requests import CG, HUB, NS, Trace, traced_store
+
+
+def own(owner: str, pid: str = "0", etag: str | None = None) -> Ownership:
+    return Ownership(NS, HUB, CG, pid, owner, None, etag)
+
+
+def at(pid: str, number: int) -> Checkpoint:
+    return Checkpoint(NS, HUB, CG, pid, str(number * 10), number)
+
+
+async def handed_over(store: BlobCheckpointStore, pids: list[str], *, note: bool = True) -> list[Ownership]:
+    """``a`` claims and fences ``pids``, checkpoints each, then hands each to ``b``: ``b``'s records."""
+    periods = await store.claim_ownership([own("a", pid) for pid in pids])
+    for period in periods:
+        await store.fence(period)
+        await store.update_checkpoint_fenced(at(period.partition_id, 7), period)
+    hands = [own("b", period.partition_id, period.etag) for period in periods]
+    if note:
+        for period, hand in zip(periods, hands, strict=True):
+            store.note_handover(period, hand)
+    return await store.claim_ownership(hands)
+
+
+def stamps(trace: Trace) -> int:
+    return sum(1 for what, method, kind in trace.events if (what, method, kind) == ("request", "PUT", "checkpoint"))
+
+
+@pytest.mark.parametrize("partitions", [1, 4], ids=["alone", "batched"])
+async def test_a_noted_handover_is_fenced_without_a_write(azurite: Any, blob_container: str, partitions: int) -> None:
+    trace = Trace()
+    async with traced_store(azurite, blob_container, trace) as store:
+        records = await handed_over(store, [str(p) for p in range(partitions)])
+        props = await store._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        assert props.metadata.get(HANDED_KEY, "").endswith(" a"), props.metadata
+        trace.events.clear()
+        starts = [await store.fence(r) for r in records] if partitions == 1 else await _together(store, records)
+        assert [s.sequence_number if s else None for s in starts] == [7] * partitions
+        assert stamps(trace) == 0, trace.events
+        # b's first write goes through with b's key, If-Match the version its fence read
+        await store.update_checkpoint_fenced(at("0", 9), records[0])
+        [cp] = [c for c in await store.list_checkpoints(NS, HUB, CG) if c.partition_id == "0"]
+        assert cp.sequence_number == 9
+        checkpoint = await store._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower()).get_blob_properties()
+        assert checkpoint.metadata[FENCE_KEY].endswith(" b")
+
+
+async def _together(store: BlobCheckpointStore, records: list[Ownership]) -> list[Checkpoint | None]:
+    import asyncio
+
+    return list(await asyncio.gather(*(store.fence(r) for r in records)))
+
+
+async def test_the_former_owner_cannot_write_after_its_handover(azurite: Any, blob_container: str) -> None:
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store:
+        [a] = await store.claim_ownership([own("a")])
+        await store.fence(a)
+        await store.update_checkpoint_fenced(at("0", 7), a)
+        store.note_handover(a, own("b", etag=a.etag))
+        with pytest.raises(OwnershipLostError, match="handed the partition over"):
+            await store.update_checkpoint_fenced(at("0", 8), a)
+        [cp] = await store.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 7
+
+
+async def test_a_write_after_the_former_owners_last_makes_the_fence_stamp(azurite: Any, blob_container: str) -> None:
+    """The official store (no fence key) checkpointed after ``a``: ``b`` cannot trust the period; it stamps."""
+    trace = Trace()
+    async with traced_store(azurite, blob_container, trace) as store:
+        [b] = await handed_over(store, ["0"])
+        blob = store._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower())
+        await blob.set_blob_metadata({"offset": "80", "sequencenumber": "8"})  # as the official store writes
+        trace.events.clear()
+        start = await store.fence(b)
+        assert start is not None and start.sequence_number == 8
+        assert stamps(trace) == 1, trace.events
+        assert (await blob.get_blob_properties()).metadata[FENCE_KEY].endswith(" b")
+
+
+async def test_a_claim_that_was_not_noted_is_stamped(azurite: Any, blob_container: str) -> None:
+    """A steal (or a release then a claim) carries no period: the fence stamps, as it always did."""
+    trace = Trace()
+    async with traced_store(azurite, blob_container, trace) as store:
+        [b] = await handed_over(store, ["0"], note=False)
+        trace.events.clear()
+        start = await store.fence(b)
+        assert start is not None and start.sequence_number == 7
+        assert stamps(trace) == 1, trace.events
+
+
+async def test_an_owner_before_the_handover_stays_fenced_out(azurite: Any, blob_container: str) -> None:
+    """``z`` owned the partition before ``a`` fenced it; ``a`` hands it to ``b`` unstamped: ``z`` still cannot write."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as zs, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store:
+        [z] = await zs.claim_ownership([own("z")])
+        await zs.fence(z)
+        await zs.update_checkpoint_fenced(at("0", 5), z)
+        [a] = await store.claim_ownership([own("a", etag=z.etag)])
+        await store.fence(a)
+        await store.update_checkpoint_fenced(at("0", 7), a)
+        hand = own("b", etag=a.etag)
+        store.note_handover(a, hand)
+        [b] = await store.claim_ownership([hand])
+        assert (await store.fence(b)) is not None
+        with pytest.raises(OwnershipLostError):
+            await zs.update_checkpoint_fenced(at("0", 6), z)
+        [cp] = await store.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 7

@@ -1,0 +1,90 @@
+"""The handover without a stamp, on the user's path: ``rxhubs.consume`` with a ``BlobCheckpointStore`` each (Azurite).
+
+``a`` owns four partitions; ``b`` joins and ``a`` hands it two. ``a``'s balancing loop notes each handover with its
+store, so the ownership blob it writes for ``b`` names ``a``'s period, and ``b``'s fence reads the position and
+writes nothing: until ``b`` checkpoints, the checkpoint blobs of its partitions still carry ``a``'s key (a stamp
+would have put ``b``'s there). ``b`` starts right after ``a``'s last checkpointed event: nothing twice, nothing lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import rxhubs
+from rxhubs import EventBatch
+from rxhubs import operators as hops
+from rxhubs.stores import BlobCheckpointStore
+from rxhubs.stores._blob_fence import FENCE_KEY
+from rxhubs.testing import InMemoryEventHub
+
+GROUP = "$Default"
+SETTINGS: dict[str, Any] = {"load_balancing_interval": 0.5, "ownership_expiration": 6.0, "max_wait": 0.05}
+
+
+async def until(condition: Any) -> None:
+    """Poll until ``condition()``; a condition never reached fails by the test's timeout (pytest-timeout)."""
+    for _ in itertools.count():
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
+class Consumer:
+    def __init__(self, hub: InMemoryEventHub, store: BlobCheckpointStore, owner_id: str, checkpoints: bool) -> None:
+        self.processed: list[tuple[str, int]] = []
+        self.stop = rxhubs.Shutdown()
+
+        def work(batch: EventBatch) -> None:
+            self.processed += [(batch.context.partition_id, e.sequence_number) for e in batch.events]
+
+        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner_id, **SETTINGS).pipe(hops.process(work))
+        if checkpoints:
+            pipeline = pipeline.pipe(hops.checkpoint(store, max_interval=0.0))
+        self.task = asyncio.create_task(rxhubs.arun(pipeline, shutdown=self.stop, grace=10.0, signals=()))
+
+    def partitions(self) -> set[str]:
+        return {pid for pid, _ in self.processed}
+
+    async def close(self) -> None:
+        self.stop.request()
+        await self.task
+
+
+async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_stamping_it(
+    azurite: Any, blob_container: str
+) -> None:
+    hub = InMemoryEventHub(partition_count=4)
+    stores = [BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) for _ in "ab"]
+    sent = 0
+
+    async def feed() -> None:
+        nonlocal sent
+        while True:
+            hub.send([b"x"] * 4)
+            sent += 4
+            await asyncio.sleep(0.02)
+
+    feeder = asyncio.create_task(feed())
+    a = Consumer(hub, stores[0], "a", checkpoints=True)
+    await until(lambda: len(a.partitions()) == 4)
+    b = Consumer(hub, stores[1], "b", checkpoints=False)  # whatever b's checkpoint blobs show, b did not write
+    await until(lambda: len(b.partitions()) == 2)
+    handed = b.partitions()
+    for pid in sorted(handed):
+        blob = stores[1]._blob(f"{hub.fully_qualified_namespace}/{hub.eventhub_name}/{GROUP}/checkpoint/{pid}".lower())
+        props = await blob.get_blob_properties()
+        assert props.metadata[FENCE_KEY].endswith(" a"), (pid, props.metadata)  # a's period: b did not stamp
+    feeder.cancel()
+    await a.close()
+    await b.close()
+    for store in stores:
+        await store.close()
+    # b began right after a's last event of each handed partition: nothing processed twice, nothing skipped
+    for pid in handed:
+        by_a = [n for p, n in a.processed if p == pid]
+        by_b = [n for p, n in b.processed if p == pid]
+        assert by_b[0] == max(by_a) + 1, (pid, max(by_a), by_b[:3])
+    everything = sorted(a.processed + b.processed)
+    assert len(everything) == len(set(everything))
