@@ -6,6 +6,9 @@ them through the checkpoint store the pipelines use, as separate machines would.
 
 - stops all gracefully on Ctrl-C or SIGTERM (each worker flushes, checkpoints and releases its partitions;
   a second Ctrl-C cuts them off), or after ``duration`` seconds;
+- starts the workers together: each announces itself (its presence record) and waits for the others before
+  its first balancing round, so their first rounds split the partitions evenly instead of the first worker
+  taking all of them and handing the others' share over an interval later (``rxhubs.balancing._start_gate``);
 - restarts a worker that dies (exit code not 0, or killed), with the same owner id so its partitions are
   taken back at once instead of after the ownership expiry, after a growing pause (``restart``); a worker
   that keeps dying is given up on and reported;
@@ -26,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +39,7 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
 from rxhubs._run import arun
+from rxhubs.balancing._start_gate import set_start_gate
 from rxhubs.errors import ConfigurationError, RxHubsError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]
@@ -46,6 +50,7 @@ _log = logging.getLogger("rxhubs.workers")
 #: lasted less than a minute.
 DEFAULT_RESTART = Backoff(initial=1.0, maximum=30.0, multiplier=2.0, max_retries=5)
 _STABLE_AFTER = 60.0  # a worker that ran this long before dying starts its restart count afresh
+_SIBLINGS_WAIT = 10.0  # how long workers started together wait for each other's presence before their first round
 _POLL = 0.2
 
 
@@ -178,10 +183,28 @@ async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: Wo
             await _close(resource)
 
 
+def _sibling_gate(siblings: Any) -> Callable[[], Awaitable[None]]:
+    """The start gate of a first-started worker: wait until every sibling announced itself, at most a while."""
+
+    async def wait() -> None:
+        try:
+            await asyncio.to_thread(siblings.wait, _SIBLINGS_WAIT)
+        except threading.BrokenBarrierError:
+            _log.info("workers: not every worker announced itself within %.0f s; starting anyway", _SIBLINGS_WAIT)
+
+    return wait
+
+
 def _worker_main(factory: Callable[[WorkerContext], Observable[Any]], context: WorkerContext, counter: Any,
-                 grace: float) -> None:
-    """A worker process: Ctrl-C is the parent's to handle (it sends SIGTERM); exit 0, 1 on error, 2 on ours."""
+                 grace: float, siblings: Any = None) -> None:
+    """A worker process: Ctrl-C is the parent's to handle (it sends SIGTERM); exit 0, 1 on error, 2 on ours.
+
+    ``siblings``: the barrier of the workers started together (first starts only): the worker's balancing
+    loop writes its presence record and waits there before its first round (``rxhubs.balancing._start_gate``).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if siblings is not None:
+        set_start_gate(_sibling_gate(siblings))
     try:
         asyncio.run(_work(factory, context, counter, grace))
     except RxHubsError as exc:
@@ -208,9 +231,9 @@ class _Slot:
         self.gave_up = False
         self.reaped = False
 
-    def start(self, mp: Any, factory: Any, grace: float) -> None:
+    def start(self, mp: Any, factory: Any, grace: float, siblings: Any = None) -> None:
         self.process = mp.Process(
-            target=_worker_main, args=(factory, self.context, self.counter, grace),
+            target=_worker_main, args=(factory, self.context, self.counter, grace, siblings),
             name=f"rxhubs-worker-{self.index}", daemon=False,
         )
         self.process.start()
@@ -337,8 +360,9 @@ class _Supervisor:
         previous = {s: signal.signal(s, self._on_signal) for s in handled} if main_thread else {}
         started = time.monotonic()
         try:
+            siblings = self.mp.Barrier(len(self.slots)) if len(self.slots) > 1 else None
             for slot in self.slots:
-                slot.start(self.mp, self.factory, self.grace)
+                slot.start(self.mp, self.factory, self.grace, siblings)
             _log.info("started %d workers", len(self.slots))
             while True:
                 now = time.monotonic()

@@ -52,6 +52,7 @@ from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import releases_of
 from rxhubs.balancing._session import PartitionSession, SessionState
+from rxhubs.balancing._start_gate import announce, take_start_gate
 from rxhubs.balancing._store_calls import StoreCalls
 from rxhubs.balancing._wind_down import WindDown
 from rxhubs.stores import CheckpointStore
@@ -216,6 +217,8 @@ class BalancingLoop(WindDown):
     # -- the coroutine ---------------------------------------------------------------------------------------
     async def _run(self) -> None:
         try:
+            if current_stepper() is None and (gate := take_start_gate()) is not None:  # run_workers' siblings
+                await announce(self.calls, lambda presence: self._presence_record(presence, self.owner_id), gate)
             while self._stopping is None:
                 await self._round()
                 await self._between_rounds()

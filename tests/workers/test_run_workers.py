@@ -101,6 +101,35 @@ def _state(store_path: Path, connection_string: str) -> tuple[dict[str, int], di
 
 
 @pytest.mark.slow
+def test_workers_started_together_split_a_backlog_from_their_first_round(tmp_path: Path, emulator_factory: Any) -> None:
+    """Every partition holds events before the workers start. Without the start gate the first worker's first round
+    claims all four and reads from each at once, and hands two over a round later: those two are read by both."""
+    emulator = emulator_factory(hubs={"workers": PARTITIONS})
+    connection_string = emulator.connection_string("workers")
+    producer = Producer(connection_string)
+    producer.start()
+    try:
+        _wait(lambda: len(producer.sent) == PARTITIONS and min(producer.sent.values()) >= 50, 60, "a backlog")
+        proc, out, _ = _driver(tmp_path, connection_string, workers=2)
+        try:
+            readers = lambda: {pid: {o for p, _, o in _rows(out) if p == pid} for pid in map(str, range(PARTITIONS))}  # noqa: E731
+            _wait(lambda: all(readers().values()), 60, "every partition to be read")
+            time.sleep(2 * pipelines.INTERVAL)  # two more rounds: a handover of the first round would show now
+            _finish(proc, tmp_path)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        producer.stop.set()
+        producer.join(timeout=30)
+    assert producer.error is None, producer.error
+    by_partition = readers()
+    assert all(len(owners) == 1 for owners in by_partition.values()), by_partition  # nothing handed over
+    assert sorted(sum(1 for o in by_partition.values() if o == {w}) for w in ("t-w0", "t-w1")) == [2, 2]
+
+
+@pytest.mark.slow
 def test_workers_share_the_partitions_and_ctrl_c_stops_them_gracefully(tmp_path: Path, emulator_factory: Any) -> None:
     emulator = emulator_factory(hubs={"workers": PARTITIONS})
     connection_string = emulator.connection_string("workers")
