@@ -19,6 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock limits in tests: hypothesis' per-example deadline (200 ms by default) is one, and on a loaded
+# machine (`-n 6` on two cores) an example that takes 0.2 ms can take 300 ms once and fail the run.
+settings.register_profile("rxhubs", deadline=None)
+settings.load_profile("rxhubs")
 
 pytest_plugins = ["rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres"]
 
