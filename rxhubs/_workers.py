@@ -39,7 +39,7 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
 from rxhubs._run import arun
-from rxhubs.balancing._start_gate import set_start_gate
+from rxhubs._siblings import set_start_gate
 from rxhubs.errors import ConfigurationError, RxHubsError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]

@@ -47,12 +47,13 @@ from rxhubs._models import Checkpoint, Ownership
 from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx import Signal, deadline, from_coroutine
 from rxhubs._rx._driver import current_stepper
+from rxhubs._siblings import take_start_gate
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import releases_of
 from rxhubs.balancing._session import PartitionSession, SessionState
-from rxhubs.balancing._start_gate import announce, take_start_gate
+from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
 from rxhubs.balancing._wind_down import WindDown
 from rxhubs.stores import CheckpointStore

@@ -107,7 +107,7 @@ class _FencedBlobWrites(_Recycling):
 
         Example:
             >>> from rxhubs.stores import BlobCheckpointStore
-            >>> store = BlobCheckpointStore("http://127.0.0.1:1/devstoreaccount1/c")
+            >>> store = BlobCheckpointStore.from_connection_string("UseDevelopmentStorage=true", "checkpoints")
             >>> a = Ownership("ns", "hub", "$Default", "0", "a", etag="0x1")
             >>> store.note_handover(a, Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))
             >>> store._ownership_metadata(Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))

@@ -24,7 +24,11 @@ from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub
 
 GROUP = "$Default"
-FAST: dict[str, Any] = {"load_balancing_interval": 0.1, "ownership_expiration": 0.6, "max_wait": 0.05}
+# store calls are held as long as the test holds them: with the default bound (one interval, 0.1 s) a held call
+# failed on its own after 0.1 s, and on a loaded machine before the test looked, so the stop did not wait for it
+FAST: dict[str, Any] = {
+    "load_balancing_interval": 0.1, "ownership_expiration": 0.6, "max_wait": 0.05, "store_timeout": 60.0,
+}
 STATES = ["handed", "claimed", "checkpoint", "opening", "draining"]
 
 
