@@ -3,9 +3,10 @@
 ``python -m rxhubs.bench._state_worker throughput --mode state|plain --events N`` reads the hub of
 ``RXHUBS_BENCH_EVENTHUB`` from the start and counts events per device and minute of event time: ``state`` with
 ``hops.window`` (its state committed with each checkpoint), ``plain`` with the same count in a dict that is never
-saved. Both checkpoint into an in-memory store that counts its writes per partition; afterwards ``state`` also
-reports the size of the state committed per partition once the traffic stopped (a far-future event at the end
-of each partition closed every window).
+saved. Both checkpoint into an in-memory store that counts its writes per partition (and notes when each was
+made), and report the CPU time the count itself took (``stage_cpu_s``); afterwards ``state`` also reports the
+size of the state committed per partition once the traffic stopped (a far-future event at the end of each
+partition closed every window).
 
 ``python -m rxhubs.bench._state_worker handover --mode state|plain --keys K`` reads the one-partition hub of
 ``RXHUBS_BENCH_HANDOVER``: owner ``a`` reads everything (``state``: one window per key, each holding a 1 KiB
@@ -38,18 +39,55 @@ class CountingStore(InMemoryCheckpointStore):
     def __init__(self) -> None:
         super().__init__()
         self.writes: collections.Counter[str] = collections.Counter()
+        self.times: dict[str, list[float]] = collections.defaultdict(list)  # when each write was made
+
+    def _count(self, checkpoint: Checkpoint) -> None:
+        self.writes[checkpoint.partition_id] += 1
+        self.times[checkpoint.partition_id].append(time.monotonic())
 
     async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self.writes[checkpoint.partition_id] += 1
+        self._count(checkpoint)
         await super().update_checkpoint(checkpoint)
 
     async def update_checkpoint_fenced(self, checkpoint: Checkpoint, ownership: Ownership) -> None:
-        self.writes[checkpoint.partition_id] += 1
+        self._count(checkpoint)
         await super().update_checkpoint_fenced(checkpoint, ownership)
 
     async def commit_state(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes) -> None:
-        self.writes[checkpoint.partition_id] += 1
+        self._count(checkpoint)
         await super().commit_state(checkpoint, ownership, state)
+
+    def rates(self, before: float) -> dict[str, float]:
+        """Writes per partition per interval, from its first write to its last one made before ``before``.
+
+        Measured write to write, so neither where the trial's end falls between two writes nor the final flush
+        moves it (counting writes over the trial's length does: a 3-interval trial has 3 or 4 of them).
+        """
+        rates = {}
+        for pid, times in self.times.items():
+            steady = [t for t in times if t < before]
+            if len(steady) >= 2 and steady[-1] > steady[0]:
+                rates[pid] = (len(steady) - 1) * CHECKPOINT_INTERVAL / (steady[-1] - steady[0])
+        return rates
+
+
+def _probed(stage: Any, spent: list[float]) -> Any:
+    """``stage`` with the CPU time it spends on each batch added to ``spent[0]`` (the same probes on both sides).
+
+    Both sides' stages are synchronous, so the batch's time from entering the stage to leaving it is the
+    stage's own work: the cost of the count without what the pipeline around it does the same on both sides.
+    """
+    from reactivex import operators as ops
+
+    began = [0.0]
+
+    def enter(_: Any) -> None:
+        began[0] = time.process_time()
+
+    def leave(_: Any) -> None:
+        spent[0] += time.process_time() - began[0]
+
+    return lambda source: source.pipe(ops.do_action(enter), stage, ops.do_action(leave))
 
 
 def _plain_counts() -> Any:
@@ -122,12 +160,14 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
         if counted >= args.events:
             done.set()
 
-    stage = _window() if args.mode == "state" else _plain_counts()
+    spent = [0.0]
+    stage = _probed(_window() if args.mode == "state" else _plain_counts(), spent)
     pipeline: Any = rxhubs.consume(hub, "$Default", store, **TUNED).pipe(
         stage, ops.do_action(clock), hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL)
     )
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
     await done.wait()
+    stopping = time.monotonic()
     stop.request()
     await runner
     partitions = sorted(await hub.get_partition_ids())
@@ -135,8 +175,9 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     await hub.close()
     seconds = last - first
     return {"events": counted, "seconds": seconds, "events_per_s": counted / seconds if seconds else 0.0,
-            "cpu_s": cpu[1] - cpu[0],
-            "writes": dict(store.writes), "intervals": seconds / CHECKPOINT_INTERVAL, "state_bytes": sizes}
+            "cpu_s": cpu[1] - cpu[0], "stage_cpu_s": spent[0],
+            "writes": dict(store.writes), "intervals": seconds / CHECKPOINT_INTERVAL,
+            "write_rates": store.rates(stopping), "state_bytes": sizes}
 
 
 async def _read_until(hub: Any, store: Any, owner: str, stage: Any, seen: int) -> float:

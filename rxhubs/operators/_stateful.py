@@ -23,17 +23,19 @@ from rxhubs._models import PartitionContext
 from rxhubs._state import DELETED, OperatorState, StateDelta
 from rxhubs.errors import ConfigurationError, StateError
 
-__all__ = ["Keyed", "Runner", "check_cap", "check_name", "dump", "fingerprint", "hashable", "plain"]
+__all__ = [
+    "PLAIN_TYPES", "Keyed", "Runner", "check_cap", "check_name", "dump", "fingerprint", "hashable", "hashes", "plain",
+]  # fmt: skip
 
 log = logging.getLogger("rxhubs.operators")
 
 #: Values of these exact types are immutable and come back from JSON as they went in.
-_PLAIN = frozenset({int, float, str, bool, type(None)})
+PLAIN_TYPES = frozenset({int, float, str, bool, type(None)})
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def plain(value: Any) -> bool:
-    return type(value) in _PLAIN
+    return type(value) in PLAIN_TYPES
 
 
 def dump(value: Any, what: str) -> str:
@@ -53,6 +55,15 @@ def hashable(value: Any) -> Any:
     if isinstance(value, dict):
         raise StateError("a saved key is a JSON object; keys must be hashable (str, int, tuple...)")
     return value
+
+
+def hashes(value: Any) -> bool:
+    """Whether ``value`` can be hashed (a tuple holding a list cannot)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def fingerprint(params: dict[str, Any]) -> str:

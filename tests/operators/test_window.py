@@ -136,6 +136,17 @@ def test_without_balancing_a_state_error_fails_the_stream() -> None:
     assert "not JSON-able" in str(results[0].value.exception)
 
 
+@pytest.mark.parametrize("aggregate", [hw.count(), hw.sum(lambda e: 1)], ids=["count", "sum"])
+def test_an_unhashable_key_fails_the_stream_with_a_state_error_naming_it(aggregate: Any) -> None:
+    op = hops.window("lists", key=lambda e: (device(e), [1]), windows=hw.tumbling(60), aggregate=aggregate,
+                     clock=CLOCK)
+    with marble_test() as t:
+        results = t.start(t.cold("-a-b-|", lookup()).pipe(op))
+    assert len(results) == 1 and isinstance(results[0].value.exception, StateError)
+    assert "must be hashable" in str(results[0].value.exception)
+    assert "('d1', [1])" in str(results[0].value.exception)
+
+
 def test_a_state_over_its_cap_fails_the_partition_rather_than_growing(caplog: pytest.LogCaptureFixture) -> None:
     spec = {letter: (f"dev{i}", 10) for i, letter in enumerate("abcdefgh")}
     failures: list[Any] = []
