@@ -272,6 +272,15 @@ class Fleet:
                 proc.wait()
 
 
+def _taken_over(fleet: Fleet, paused: str, partitions: list[str], since: float) -> bool:
+    """True once other owners have committed rows of each of ``partitions`` since ``since`` (COMMIT lines)."""
+    committed = set()
+    for owner, fields in fleet.log("COMMIT"):
+        if owner != paused and float(fields[0]) > since:
+            committed |= {pid for pid, written, _ in (item.split(":") for item in fields[1:]) if int(written) > 0}
+    return set(partitions) <= committed
+
+
 def _after_a_commit(fleet: Fleet, owner: str, timeout: float = 5.0) -> None:
     """Return once ``owner`` noted one more commit (or after ``timeout``)."""
     before = len([o for o, _ in fleet.log("COMMIT") if o == owner])
@@ -313,7 +322,10 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
                 time.sleep(0.2)
             done["paused"], done["paused_partitions"] = fleet.owner[slot], sorted(by.get(fleet.owner[slot], []))
             fleet.signal(slot, signal.SIGSTOP, "pause")
+            paused_at = time.time()
             time.sleep(EXPIRY + 4 * INTERVAL)  # its records expire and the others take its partitions
+            if fleet.group == EO_GROUP:  # and commit them: on a loaded machine the takeover can come later
+                wait_for(lambda: _taken_over(fleet, done["paused"], done["paused_partitions"], paused_at), 60)
             fleet.signal(slot, signal.SIGCONT, "resume")
             continue
         slot = rng.choice(fleet.running())
