@@ -50,7 +50,7 @@ _log = logging.getLogger("rxhubs.workers")
 #: lasted less than a minute.
 DEFAULT_RESTART = Backoff(initial=1.0, maximum=30.0, multiplier=2.0, max_retries=5)
 _STABLE_AFTER = 60.0  # a worker that ran this long before dying starts its restart count afresh
-_SIBLINGS_WAIT = 10.0  # how long workers started together wait for each other's presence before their first round
+_SIBLINGS_WAIT = 3.0  # how long workers started together wait for each other before their first round (then: alone)
 _POLL = 0.2
 
 
