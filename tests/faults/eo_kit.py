@@ -9,9 +9,9 @@ consumer's duplicate. A table is compared with it as a multiset of ``(partition,
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
-import functools
 import random
 import signal
 import sqlite3
