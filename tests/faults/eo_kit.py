@@ -326,7 +326,8 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
             paused_at = time.time()
             time.sleep(EXPIRY + 4 * INTERVAL)  # its records expire and the others take its partitions
             if fleet.group == EO_GROUP:  # and commit them: on a loaded machine the takeover can come later
-                wait_for(functools.partial(_taken_over, fleet, done["paused"], done["paused_partitions"], paused_at), 60)
+                taken = functools.partial(_taken_over, fleet, done["paused"], done["paused_partitions"], paused_at)
+                wait_for(taken, 60)
             fleet.signal(slot, signal.SIGCONT, "resume")
             continue
         slot = rng.choice(fleet.running())
