@@ -100,6 +100,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         self._reset()
         self._store: CheckpointStore | None = None
         self._target: Offset | None = None
+        self._initial: Offset | None = None
         self._committed: Offset = {}
 
     def __repr__(self) -> str:
@@ -114,6 +115,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         self._reset()
         self._store = None
         self._target = None
+        self._initial = None
         self._committed = {}
 
     # -- driver side -----------------------------------------------------------------------------------------
@@ -126,8 +128,17 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         return self._store
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
-        """Where a new query starts: stored checkpoints, else ``startingPosition``; see the module docs."""
-        props = self._run(self._properties())
+        """Where a new query starts: stored checkpoints, else ``startingPosition``; see the module docs.
+
+        Worked out once per reader: Spark asks again when it plans the first micro-batch, and the answer must
+        not move (with ``latest``, events sent in between would fall between the two answers).
+        """
+        if self._initial is None:
+            self._initial = self._initial_offset()
+        return dict(self._initial)
+
+    def _initial_offset(self) -> Offset:
+        props = self._start_properties()
         opts = self._options
         offset: Offset = {}
         for pid, p in props.items():
@@ -146,7 +157,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         """Fix the end of an availableNow query: the partitions' ends now; later events are left for later."""
-        self._target = self._latest()
+        self._target = {pid: next_sequence_number(p) for pid, p in self._start_properties().items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``ReadMaxRows(maxEventsPerTrigger)`` when that option is set, else ``ReadAllAvailable()``."""

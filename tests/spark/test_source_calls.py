@@ -1,8 +1,9 @@
-"""The source asks the hub only what it must: no management call per task, none after availableNow is fixed.
+"""The source asks the hub only what it must: no management call per task, one at the start of a query.
 
 A management call (partition ids, partition properties) costs about 0.4 s of waiting with the SDK. An executor's
 task reads a range the driver planned from the hub's own partitions, so its receiver opens without asking for
-them; an availableNow query's target is fixed once, so the planning after it needs no call while the hub's
+them; an availableNow query's target and its initial offset come from one read of the partitions' properties,
+the initial offset is worked out once, and the planning after the target needs no call while the hub's
 partition ids are unchanged. Shown with the emulator refusing every management call (server busy): what must
 not ask still works, and a call that does ask is refused (the fault is felt).
 """
@@ -78,18 +79,20 @@ def test_availablenow_plans_up_to_its_target_without_asking_again(emulator: Back
     send(conn_str, 4)
     reader = EventHubsDataSource({"connectionString": conn_str, "startingPosition": "earliest"}).streamReader(None)
     try:
-        start = reader.initialOffset()
-        reader.prepareForTriggerAvailableNow()
-        send(conn_str, 3)  # after the target was fixed: left for a later query
+        reader.prepareForTriggerAvailableNow()  # Spark's order: the target, then the initial offset
         emulator.faults.server_busy(BUSY, on="management", hub=HUB)
         try:
+            start = reader.initialOffset()  # from the properties the target was just fixed with
             end = reader.latestOffset(start, ReadAllAvailable())
+            assert reader.initialOffset() == start  # asked again when the first batch is planned
             assert reader.latestOffset(end, ReadAllAvailable()) == end  # done: nothing more to plan
             refused = management_refused(conn_str)
         finally:
             emulator.faults.clear()
         assert start == {"0": 0, "1": 0} and end == {"0": 4, "1": 4}
         assert refused
+        send(conn_str, 3)  # after the target was fixed: left for a later query
+        assert reader.latestOffset(end, ReadAllAvailable()) == end
     finally:
         reader.stop()
     # without a target (another trigger), every plan asks the hub: the events sent since are seen
@@ -98,3 +101,16 @@ def test_availablenow_plans_up_to_its_target_without_asking_again(emulator: Back
         assert other.latestOffset({"0": 0, "1": 0}, ReadAllAvailable()) == {"0": 7, "1": 7}
     finally:
         other.stop()
+
+
+def test_the_initial_offset_does_not_move_once_given(emulator: BackgroundEmulator) -> None:
+    conn_str = emulator.connection_string(HUB)
+    send(conn_str, 2)
+    reader = EventHubsDataSource({"connectionString": conn_str}).streamReader(None)  # starts at latest
+    try:
+        first = reader.initialOffset()
+        send(conn_str, 3)  # between Spark's two questions: read by the query, not skipped by a moved start
+        assert reader.initialOffset() == first == {"0": 2, "1": 2}
+        assert reader.latestOffset(first, ReadAllAvailable()) == {"0": 5, "1": 5}
+    finally:
+        reader.stop()
