@@ -29,6 +29,7 @@ from rxhubs.transport._convert import (
     _MESSAGE_PROPERTIES,
     _OFFSET,
     _PKEY,
+    _SEQ,
     ReceivedEvent,
     ReceivedMessage,
     _m_enqueued_time,
@@ -78,16 +79,6 @@ def _text(value: Any) -> str | None:
     return property_to_str(value)
 
 
-def _raw_text(value: Any) -> str | None:
-    """An AMQP property value as text: what the lazy mapping holds (UTF-8 bytes as str), then :func:`_text`."""
-    if value.__class__ is bytes:
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return property_to_str(value)  # base64
-    return _text(value)
-
-
 def _key(key: Any) -> str:
     """An AMQP map key as the lazy mapping names it (``rxhubs.transport._convert._str_map``)."""
     if key.__class__ is bytes:
@@ -98,6 +89,30 @@ def _key(key: Any) -> str:
                 _KEY_CACHE[key] = name
         return name
     return key if key.__class__ is str else str(key)
+
+
+def _text_map(mapping: Mapping[Any, Any], out: dict[str, str | None]) -> dict[str, str | None]:
+    """Each entry of an AMQP map into ``out`` as text; a later equal key wins, as in the lazy event's dict.
+
+    Keys by :func:`_key`; values as the lazy mapping holds them (UTF-8 bytes as str, other bytes kept), then
+    as :func:`property_to_str` makes them text.
+    """
+    names = _KEY_CACHE
+    for key, value in mapping.items():
+        name = names.get(key) if key.__class__ is bytes else None
+        if name is None:
+            name = _key(key)
+        cls = value.__class__
+        if cls is bytes:
+            try:
+                out[name] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                out[name] = property_to_str(value)  # base64
+        elif cls is int:
+            out[name] = _int_repr(value)
+        else:
+            out[name] = _text(value)
+    return out
 
 
 class _MapColumn:
@@ -126,14 +141,6 @@ class _MapColumn:
             self.keys += hit[1]
             self.values += hit[2]
             self.end += len(hit[1])
-        self.offsets.append(self.end)
-
-    def add_text(self, mapping: dict[str, str | None]) -> None:
-        """One row's map, already text."""
-        if mapping:
-            self.keys += mapping
-            self.values += mapping.values()
-            self.end += len(mapping)
         self.offsets.append(self.end)
 
     def array(self) -> Any:
@@ -169,11 +176,9 @@ class Columns:
         if n == 0:
             return
         context = batch.context
-        self.bodies += [e.body for e in events]
-        self.sequence_numbers += [e.sequence_number for e in events]
         for event in events:
             if event.__class__ is ReceivedMessage:
-                self._message(_MESSAGE_DATA(event))
+                self._message(event, _MESSAGE_DATA(event))
             else:
                 self._event(event)
         self.partitions += [context.partition_id] * n
@@ -181,6 +186,8 @@ class Columns:
         self.hubs += [context.eventhub_name] * n
 
     def _event(self, event: Event) -> None:
+        self.bodies.append(event.body)
+        self.sequence_numbers.append(event.sequence_number)
         self.offsets.append(event.offset)
         self.micros.append(to_micros(event.enqueued_time))
         self.partition_keys.append(event.partition_key)
@@ -189,9 +196,13 @@ class Columns:
         self.properties.add(event.properties)
         self.system_properties.add(system)
 
-    def _message(self, message: Any) -> None:
+    def _message(self, event: Event, message: Any) -> None:
         # The values ReceivedMessage's lazy fields decode (rxhubs.transport._convert._m_*), read in one pass.
+        data = message.data  # received_messages set these two fields from the message: the same objects
+        self.bodies.append(data[0] if data.__class__ is list and len(data) == 1 else event.body)
         annotations = message.message_annotations or {}
+        number = annotations.get(_SEQ)
+        self.sequence_numbers.append(number if number.__class__ is int else event.sequence_number)
         offset = annotations.get(_OFFSET)
         self.offsets.append(offset.decode("ascii") if offset.__class__ is bytes else str(offset))
         enqueued = annotations.get(_ENQUEUED)
@@ -204,7 +215,13 @@ class Columns:
             None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key)
         )
         application = message.application_properties
-        self.properties.add_text({_key(k): _raw_text(v) for k, v in application.items()} if application else {})
+        column = self.properties
+        if application:
+            row = _text_map(application, {})
+            column.keys += row
+            column.values += row.values()
+            column.end += len(row)
+        column.offsets.append(column.end)
         # SystemProperties: the AMQP properties section's set fields, then the annotations (which win).
         system: dict[str, str | None] = {}
         props = message.properties
@@ -213,7 +230,11 @@ class Columns:
                 value = getattr(props, attribute, None)
                 if value:
                     system[name] = _text(value.decode("utf-8", "replace") if value.__class__ is bytes else value)
-        for k, v in annotations.items():
-            system[_key(k)] = _raw_text(v)
+        _text_map(annotations, system)
         self.publishers.append(system.get(PUBLISHER_PROPERTY))
-        self.system_properties.add_text(system)
+        column = self.system_properties
+        if system:
+            column.keys += system
+            column.values += system.values()
+            column.end += len(system)
+        column.offsets.append(column.end)
