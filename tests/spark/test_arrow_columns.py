@@ -140,7 +140,11 @@ def test_a_sent_event_with_the_usual_properties_gives_the_same_table() -> None:
                b"x-opt-enqueued-time": {TYPE: AMQPTypes.timestamp, VALUE: 1767225600123},
                b"x-opt-partition-key": "clé", b"x-opt-publisher": b"pub"}
     message = message._replace(message_annotations=service)
-    assert_same_tables([message, message._replace(properties=None, application_properties=None)])
+    odd = {**service, b"x-opt-sequence-number": "41"}  # a number sent as a string: the lazy field's int()
+    assert_same_tables([
+        message, message._replace(properties=None, application_properties=None),
+        message._replace(message_annotations=odd, data=[b"two ", b"sections"]),
+    ])
     table = to_arrow(EventBatch(CTX, tuple(received([message], "compiled"))))
     row = table.to_pylist()[0]
     assert row["enqueuedTime"] == dt.datetime(2026, 1, 1, 0, 0, 0, 123000, tzinfo=dt.UTC)
