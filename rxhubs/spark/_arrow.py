@@ -1,64 +1,21 @@
 """Event batches to a ``pyarrow.Table`` with the sink's schema, column by column (no per-row dicts).
 
-Each column is gathered with one list comprehension per batch and handed to pyarrow once; the property
-maps are built from flat key and value lists plus offsets (``MapArray.from_arrays``), and a properties
-mapping shared by many events (the usual case: one send, one set of properties) is converted once.
+Each column is gathered as one Python list (:mod:`rxhubs.spark._columns`: received messages straight from their
+AMQP sections) and handed to pyarrow once; the property maps are built from flat key and value lists plus
+offsets (``MapArray.from_arrays``), and a properties mapping shared by many events (one send, one set of
+properties) is converted once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from rxhubs._batch import EventBatch
-from rxhubs._models import Event
-from rxhubs.spark._schema import PUBLISHER_PROPERTY, arrow_schema, key_to_str, property_to_str
+from rxhubs.spark._columns import Columns
+from rxhubs.spark._schema import arrow_schema
 
 __all__ = ["to_arrow", "to_dataframe"]
-
-
-class _MapColumn:
-    """Flat keys, values and offsets of a ``map<string,string>`` column, with a cache per mapping object."""
-
-    __slots__ = ("cache", "keys", "offsets", "values")
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = [0]
-        self.keys: list[str] = []
-        self.values: list[str | None] = []
-        # id(mapping) -> (mapping, keys, values); the mapping is kept so that its id stays unique for the call.
-        self.cache: dict[int, tuple[Mapping[Any, Any], list[str], list[str | None]]] = {}
-
-    def extend(self, mappings: Iterable[Mapping[Any, Any]]) -> None:
-        offsets, keys, values, cache = self.offsets, self.keys, self.values, self.cache
-        end = offsets[-1]
-        for mapping in mappings:
-            if mapping:
-                hit = cache.get(id(mapping))
-                if hit is None:
-                    hit = cache[id(mapping)] = (
-                        mapping,
-                        [key_to_str(k) for k in mapping],
-                        [property_to_str(v) for v in mapping.values()],
-                    )
-                keys += hit[1]
-                values += hit[2]
-                end += len(hit[1])
-            offsets.append(end)
-
-    def array(self) -> Any:
-        import pyarrow as pa
-
-        return pa.MapArray.from_arrays(
-            pa.array(self.offsets, pa.int32()),
-            pa.array(self.keys, pa.string()),
-            pa.array(self.values, pa.string()),
-        )
-
-
-def _publisher(event: Event) -> str | None:
-    value = event.system_properties.get(PUBLISHER_PROPERTY) if event.system_properties else None
-    return property_to_str(value)
 
 
 def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
@@ -85,47 +42,22 @@ def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
 
     if isinstance(batches, EventBatch):
         batches = (batches,)
-    bodies: list[bytes] = []
-    partitions: list[str] = []
-    offsets: list[str] = []
-    sequence_numbers: list[int] = []
-    times: list[Any] = []
-    publishers: list[str | None] = []
-    partition_keys: list[str | None] = []
-    groups: list[str] = []
-    hubs: list[str] = []
-    properties = _MapColumn()
-    system_properties = _MapColumn()
+    c = Columns()
     for batch in batches:
-        events = batch.events
-        n = len(events)
-        if n == 0:
-            continue
-        context = batch.context
-        bodies += [e.body for e in events]
-        partitions += [context.partition_id] * n
-        offsets += [e.offset for e in events]
-        sequence_numbers += [e.sequence_number for e in events]
-        times += [e.enqueued_time for e in events]
-        publishers += [_publisher(e) if e.system_properties else None for e in events]
-        partition_keys += [e.partition_key for e in events]
-        properties.extend([e.properties for e in events])
-        system_properties.extend([e.system_properties for e in events])
-        groups += [context.consumer_group] * n
-        hubs += [context.eventhub_name] * n
+        c.add(batch)
     schema = arrow_schema()
     columns = [
-        pa.array(bodies, pa.binary()),
-        pa.array(partitions, pa.string()),
-        pa.array(offsets, pa.string()),
-        pa.array(sequence_numbers, pa.int64()),
-        pa.array(times, schema.field("enqueuedTime").type),
-        pa.array(publishers, pa.string()),
-        pa.array(partition_keys, pa.string()),
-        properties.array(),
-        system_properties.array(),
-        pa.array(groups, pa.string()),
-        pa.array(hubs, pa.string()),
+        pa.array(c.bodies, pa.binary()),
+        pa.array(c.partitions, pa.string()),
+        pa.array(c.offsets, pa.string()),
+        pa.array(c.sequence_numbers, pa.int64()),
+        pa.array(c.micros, schema.field("enqueuedTime").type),
+        pa.array(c.publishers, pa.string()),
+        pa.array(c.partition_keys, pa.string()),
+        c.properties.array(),
+        c.system_properties.array(),
+        pa.array(c.groups, pa.string()),
+        pa.array(c.hubs, pa.string()),
     ]
     return pa.Table.from_arrays(columns, schema=schema)
 

@@ -61,7 +61,7 @@ def check_loss(opts: _Options, partition: SequenceRange, first: int) -> None:
 def read_range(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
     """Pull the events of ``partition`` and yield them as Arrow record batches (see the streaming reader)."""
     loop = asyncio.new_event_loop()
-    hub = opts.hub()
+    hub = opts.hub(partition_ids=(partition.partition,))  # planned from the hub's partitions: no need to ask
     context = PartitionContext(opts.namespace, opts.eventhub_name, opts.consumer_group, partition.partition)
     receiver = hub.receiver(
         partition.partition,

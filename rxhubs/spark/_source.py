@@ -49,13 +49,14 @@ Example:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows
 
-from rxhubs.spark._driver import DriverSide
+from rxhubs.spark._driver import _IDS_TTL, DriverSide
 from rxhubs.spark._ranges import (
     Offset,
     SequenceRange,
@@ -99,6 +100,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         self._reset()
         self._store: CheckpointStore | None = None
         self._target: Offset | None = None
+        self._initial: Offset | None = None
         self._committed: Offset = {}
 
     def __repr__(self) -> str:
@@ -113,6 +115,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         self._reset()
         self._store = None
         self._target = None
+        self._initial = None
         self._committed = {}
 
     # -- driver side -----------------------------------------------------------------------------------------
@@ -125,8 +128,17 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         return self._store
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
-        """Where a new query starts: stored checkpoints, else ``startingPosition``; see the module docs."""
-        props = self._run(self._properties())
+        """Where a new query starts: stored checkpoints, else ``startingPosition``; see the module docs.
+
+        Worked out once per reader: Spark asks again when it plans the first micro-batch, and the answer must
+        not move (with ``latest``, events sent in between would fall between the two answers).
+        """
+        if self._initial is None:
+            self._initial = self._initial_offset()
+        return dict(self._initial)
+
+    def _initial_offset(self) -> Offset:
+        props = self._start_properties()
         opts = self._options
         offset: Offset = {}
         for pid, p in props.items():
@@ -145,7 +157,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         """Fix the end of an availableNow query: the partitions' ends now; later events are left for later."""
-        self._target = self._latest()
+        self._target = {pid: next_sequence_number(p) for pid, p in self._start_properties().items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``ReadMaxRows(maxEventsPerTrigger)`` when that option is set, else ``ReadAllAvailable()``."""
@@ -159,9 +171,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         A partition that appeared since ``start`` enters at its first retained event (with no events in this
         batch), so the next batch reads it from there.
         """
-        latest = self._latest()
-        if self._target is not None:
-            latest = {p: min(v, self._target.get(p, v)) for p, v in latest.items()}
+        latest = self._ends()
         starts = {p: int(start[p]) if p in start else v for p, v in latest.items()}
         latest = {p: max(v, starts[p]) for p, v in latest.items()}  # never move back (retention, a new hub)
         for p in start:  # a partition that disappeared keeps its offset
@@ -177,6 +187,22 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
             return spread(starts, latest, limit.max_rows)
         if isinstance(limit, ReadMinRows) and waiting < limit.min_rows:
             return starts
+        return latest
+
+    def _ends(self) -> Offset:
+        """The partitions' ends now, capped by an availableNow query's target.
+
+        While the hub's partition ids are the ones the target was fixed with (they are reread every minute),
+        the capped ends are the target itself (ends only grow): no management call, which costs about 0.4 s
+        of waiting with the SDK, twice per availableNow query.
+        """
+        target, ids = self._target, self._ids
+        fresh = ids is not None and time.monotonic() - ids[1] <= _IDS_TTL
+        if target is not None and fresh and ids is not None and set(ids[0]) == set(target):
+            return dict(target)
+        latest = self._latest()
+        if target is not None:
+            latest = {p: min(v, target.get(p, v)) for p, v in latest.items()}
         return latest
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:

@@ -109,9 +109,9 @@ class _Options:
         """Where ``partition_id`` starts without a Spark checkpoint or a stored checkpoint."""
         return self.starting_map.get(partition_id, self.default_start)
 
-    def hub(self) -> EventHub:
-        """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`)."""
-        return self.connection.hub()
+    def hub(self, partition_ids: tuple[str, ...] = ()) -> EventHub:
+        """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`); see :meth:`Connection.hub`."""
+        return self.connection.hub(partition_ids)
 
     def redact(self, text: str) -> str:
         return self.connection.redact(text)
