@@ -2,7 +2,7 @@
 
 Each column is gathered with one list comprehension per batch and handed to pyarrow once; the property
 maps are built from flat key and value lists plus offsets (``MapArray.from_arrays``), and a properties
-mapping shared by many events (the usual case: one send, one set of properties) is converted once.
+mapping shared by many events (one send, one set of properties) is converted once.
 """
 
 from __future__ import annotations
@@ -18,32 +18,38 @@ __all__ = ["to_arrow", "to_dataframe"]
 
 
 class _MapColumn:
-    """Flat keys, values and offsets of a ``map<string,string>`` column, with a cache per mapping object."""
+    """Flat keys, values and offsets of a ``map<string,string>`` column, converting a mapping met again only once.
 
-    __slots__ = ("cache", "keys", "offsets", "values")
+    A mapping object seen before in the same call (one dict shared by the events of one send) is copied from
+    its first rows. The cache holds ints (row numbers) and the mappings in a list, so it adds no object per event
+    for the garbage collector to visit (each event's system properties are a mapping of their own).
+    """
+
+    __slots__ = ("first_row", "keys", "offsets", "seen", "values")
 
     def __init__(self) -> None:
         self.offsets: list[int] = [0]
         self.keys: list[str] = []
         self.values: list[str | None] = []
-        # id(mapping) -> (mapping, keys, values); the mapping is kept so that its id stays unique for the call.
-        self.cache: dict[int, tuple[Mapping[Any, Any], list[str], list[str | None]]] = {}
+        self.first_row: dict[int, int] = {}  # id(mapping) -> the row it was first converted in
+        self.seen: list[Mapping[Any, Any]] = []  # keeps each mapping, so that its id stays unique for the call
 
     def extend(self, mappings: Iterable[Mapping[Any, Any]]) -> None:
-        offsets, keys, values, cache = self.offsets, self.keys, self.values, self.cache
+        offsets, keys, values, first_row, seen = self.offsets, self.keys, self.values, self.first_row, self.seen
         end = offsets[-1]
         for mapping in mappings:
             if mapping:
-                hit = cache.get(id(mapping))
-                if hit is None:
-                    hit = cache[id(mapping)] = (
-                        mapping,
-                        [key_to_str(k) for k in mapping],
-                        [property_to_str(v) for v in mapping.values()],
-                    )
-                keys += hit[1]
-                values += hit[2]
-                end += len(hit[1])
+                row = first_row.get(id(mapping))
+                if row is None:
+                    first_row[id(mapping)] = len(offsets) - 1
+                    seen.append(mapping)
+                    keys.extend(map(key_to_str, mapping.keys()))
+                    values.extend(map(property_to_str, mapping.values()))
+                else:
+                    start, stop = offsets[row], offsets[row + 1]
+                    keys += keys[start:stop]
+                    values += values[start:stop]
+                end = len(keys)
             offsets.append(end)
 
     def array(self) -> Any:
