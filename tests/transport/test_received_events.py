@@ -79,7 +79,7 @@ def test_is_an_event_and_compares_across_kinds() -> None:
 def test_messages_read_directly_decode_like_the_sdk_events() -> None:
     from azure.eventhub._pyamqp.message import Message, Properties
 
-    from rxhubs.transport._convert import last_enqueued_from_message, received_messages
+    from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
 
     annotations = {
         b"x-opt-sequence-number": 12, b"x-opt-offset": b"1200", b"x-opt-enqueued-time": 1767225600000,
