@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rxhubs._batch import EventBatch
-from rxhubs._models import Event
 from rxhubs.spark._schema import PUBLISHER_PROPERTY, arrow_schema, key_to_str, property_to_str
 
 __all__ = ["to_arrow", "to_dataframe"]
@@ -62,9 +61,8 @@ class _MapColumn:
         )
 
 
-def _publisher(event: Event) -> str | None:
-    value = event.system_properties.get(PUBLISHER_PROPERTY) if event.system_properties else None
-    return property_to_str(value)
+def _publisher(system_properties: Mapping[str, Any]) -> str | None:
+    return property_to_str(system_properties.get(PUBLISHER_PROPERTY))
 
 
 def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
@@ -113,10 +111,11 @@ def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
         offsets += [e.offset for e in events]
         sequence_numbers += [e.sequence_number for e in events]
         times += [e.enqueued_time for e in events]
-        publishers += [_publisher(e) if e.system_properties else None for e in events]
+        systems = [e.system_properties for e in events]  # read once: each read of a lazy field costs
+        publishers += [_publisher(s) if s else None for s in systems]
         partition_keys += [e.partition_key for e in events]
         properties.extend([e.properties for e in events])
-        system_properties.extend([e.system_properties for e in events])
+        system_properties.extend(systems)
         groups += [context.consumer_group] * n
         hubs += [context.eventhub_name] * n
     schema = arrow_schema()
