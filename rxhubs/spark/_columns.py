@@ -2,8 +2,9 @@
 
 This is the Spark source's per-event hot path (each executor converts every event it reads). Two ways in:
 
-- An event received by the direct or native receive path (:class:`~rxhubs.transport._convert.ReceivedMessage`,
-  a lazy :class:`~rxhubs.Event` over a pyamqp ``Message``) is read straight from its AMQP sections in one pass:
+- An event received by the direct or native receive path (:class:`~rxhubs.transport._convert_messages.ReceivedMessage`,
+  a lazy :class:`~rxhubs.Event` over a pyamqp ``Message``, or ``ReceivedAnnotations``, a plain message's event that
+  keeps only its annotations) is read straight from its AMQP sections in one pass:
   no lazy field is decoded, no ``datetime`` and no intermediate property mapping is built. The values are those
   the lazy fields would decode to, turned into text by the same rules (:func:`~rxhubs.spark.property_to_str`);
   ``tests/spark/test_arrow_columns.py`` holds the two ways to identical tables.
@@ -31,9 +32,8 @@ from rxhubs.transport._convert import (
     _PKEY,
     _SEQ,
     ReceivedEvent,
-    ReceivedMessage,
-    _m_enqueued_time,
 )
+from rxhubs.transport._convert_messages import ReceivedAnnotations, ReceivedMessage, _a_enqueued_time
 
 __all__ = ["Columns", "to_micros"]
 
@@ -177,8 +177,13 @@ class Columns:
             return
         context = batch.context
         for event in events:
-            if event.__class__ is ReceivedMessage:
+            kind = event.__class__
+            if kind is ReceivedMessage:
                 self._message(event, _MESSAGE_DATA(event))
+            elif kind is ReceivedAnnotations:  # a plain message: body and sequence number set, the annotations kept
+                self.bodies.append(event.body)
+                self.sequence_numbers.append(event.sequence_number)
+                self._sections(_MESSAGE_DATA(event), None, None)
             else:
                 self._event(event)
         self.partitions += [context.partition_id] * n
@@ -203,18 +208,21 @@ class Columns:
         annotations = message.message_annotations or {}
         number = annotations.get(_SEQ)
         self.sequence_numbers.append(number if number.__class__ is int else event.sequence_number)
+        self._sections(annotations, message.application_properties, message.properties)
+
+    def _sections(self, annotations: Any, application: Any, props: Any) -> None:
+        """The columns after body and sequence number, from a message's sections (None: the section is absent)."""
         offset = annotations.get(_OFFSET)
         self.offsets.append(offset.decode("ascii") if offset.__class__ is bytes else str(offset))
         enqueued = annotations.get(_ENQUEUED)
         if enqueued.__class__ is int and 0 <= enqueued < _EXACT_MS:
             self.micros.append(enqueued * 1000)
         else:
-            self.micros.append(to_micros(_m_enqueued_time(message)))
+            self.micros.append(to_micros(_a_enqueued_time(annotations)))
         key = annotations.get(_PKEY)
         self.partition_keys.append(
             None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key)
         )
-        application = message.application_properties
         column = self.properties
         if application:
             row = _text_map(application, {})
@@ -224,7 +232,6 @@ class Columns:
         column.offsets.append(column.end)
         # SystemProperties: the AMQP properties section's set fields, then the annotations (which win).
         system: dict[str, str | None] = {}
-        props = message.properties
         if props is not None:
             for name, attribute in _MESSAGE_PROPERTIES:
                 value = getattr(props, attribute, None)

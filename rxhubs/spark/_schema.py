@@ -111,6 +111,9 @@ def key_to_str(key: Any) -> str:
     return str(key)
 
 
+_int_text = int.__repr__  # json.dumps(an int) is exactly this
+
+
 def property_to_str(value: Any) -> str | None:
     r"""A property value as the string stored in the ``properties`` / ``systemProperties`` maps.
 
@@ -123,6 +126,11 @@ def property_to_str(value: Any) -> str | None:
         >>> [property_to_str(v) for v in ("a", 1, 2.5, True, None, b"\x00\xff", {"k": [1, "x"]})]
         ['a', '1', '2.5', 'true', None, 'AP8=', '{"k":[1,"x"]}']
     """
+    kind = value.__class__
+    if kind is str:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return _int_text(value)  # what json.dumps gives, without its encoder (0.1 us against 1.4 us)
     if isinstance(value, str):
         return value
     if value is None:

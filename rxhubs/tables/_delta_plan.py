@@ -1,7 +1,7 @@
 """How a commit's plan (:mod:`rxhubs.tables._plan`, shared by every table) maps onto a Delta table.
 
 A partition's position is a Delta app transaction: app id :func:`app_id`, version = the sequence number.
-The rows are the kept events, regrouped into their batches so the Arrow conversion sees each batch's context.
+The rows are the kept events in their batches, so the Arrow conversion sees each batch's context.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rxhubs._batch import EventBatch
-from rxhubs._models import Event, PartitionContext
+from rxhubs._models import PartitionContext
 from rxhubs.tables._plan import PartitionWrite, key_of
 
 __all__ = ["APP_ID_PREFIX", "app_id", "kept_batches"]
@@ -36,22 +36,11 @@ def kept_batches(writes: Sequence[PartitionWrite]) -> list[EventBatch]:
 
     Example:
         >>> import datetime as dt
+        >>> from rxhubs import Event
         >>> from rxhubs.tables._plan import plan
         >>> t, ctx = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), PartitionContext("ns", "hub", "$Default", "0")
         >>> b = EventBatch(ctx, tuple(Event(b"x", n, str(n), t) for n in range(98, 103)))
         >>> [[e.sequence_number for e in k] for k in kept_batches(plan([b, b], {ctx: 100}, lambda _: True))]
         [[101, 102]]
     """
-    batches: list[EventBatch] = []
-    for write in writes:
-        current: EventBatch | None = None
-        events: list[Event] = []
-        for batch, event in write.events:
-            if batch is not current:
-                if current is not None:
-                    batches.append(current.with_events(events))
-                current, events = batch, []
-            events.append(event)
-        if current is not None:
-            batches.append(current.with_events(events))
-    return batches
+    return [batch for write in writes for batch in write.batches]

@@ -8,7 +8,7 @@ events at or below a partition's position are dropped (a batch 90..120 against a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rxhubs._batch import EventBatch
@@ -34,12 +34,17 @@ def key_of(context: PartitionContext) -> Key:
 
 @dataclass(eq=False, slots=True)
 class PartitionWrite:
-    """One partition's part of a commit."""
+    """One partition's part of a commit.
+
+    ``batches`` holds the kept events, batch by batch: a batch kept whole is the batch itself, one kept in part is
+    a copy with the kept events (:meth:`~rxhubs.EventBatch.with_events`). No object is made per event.
+    """
 
     context: PartitionContext
     before: int | None
     after: int | None = None
-    events: list[tuple[EventBatch, Event]] = field(default_factory=list)
+    batches: list[EventBatch] = field(default_factory=list)
+    written: int = 0
     skipped: int = 0
     owned: bool = True
 
@@ -47,6 +52,11 @@ class PartitionWrite:
     def moves(self) -> bool:
         """Whether the commit changes this partition's position."""
         return self.owned and self.after is not None and (self.before is None or self.after > self.before)
+
+    @property
+    def events(self) -> Iterator[tuple[EventBatch, Event]]:
+        """The kept events, in order, each with its batch (for sinks that write row by row)."""
+        return ((batch, event) for batch in self.batches for event in batch.events)
 
 
 def contexts_of(batches: Sequence[EventBatch]) -> list[PartitionContext]:
@@ -67,7 +77,7 @@ def plan(
         >>> t, ctx = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), PartitionContext("ns", "hub", "$Default", "0")
         >>> b = EventBatch(ctx, tuple(Event(b"x", n, str(n), t) for n in range(90, 121)))
         >>> [w] = plan([b], {ctx: 100}, lambda _: True)
-        >>> w.events[0][1].sequence_number, len(w.events), w.skipped, w.after
+        >>> w.batches[0].events[0].sequence_number, w.written, w.skipped, w.after
         (101, 20, 11, 120)
     """
     writes: dict[PartitionContext, PartitionWrite] = {}
@@ -80,12 +90,26 @@ def plan(
             write.skipped += len(batch.events)
             continue
         floor = write.before if write.after is None else max(write.after, write.before or -1)
-        for event in batch.events:
-            if floor is not None and event.sequence_number <= floor:
-                write.skipped += 1
+        events = batch.events
+        kept: list[Event] | None = None  # None while every event so far is kept
+        for index, event in enumerate(events):
+            number = event.sequence_number
+            if floor is not None and number <= floor:
+                if kept is None:
+                    kept = list(events[:index])
             else:
-                write.events.append((batch, event))
-                floor = event.sequence_number
+                if kept is not None:
+                    kept.append(event)
+                floor = number
+        if kept is None:
+            if events:
+                write.batches.append(batch)
+                write.written += len(events)
+        else:
+            write.skipped += len(events) - len(kept)
+            if kept:
+                write.batches.append(batch.with_events(kept))
+                write.written += len(kept)
         last = read_position(batch)
         if last is not None and (write.after is None or last > write.after):
             write.after = last
@@ -101,7 +125,7 @@ def result_of(writes: Sequence[PartitionWrite], version: int | None = None) -> C
             positions[w.context.partition_id] = position
     return CommitResult(
         positions,
-        {w.context.partition_id: len(w.events) for w in writes},
+        {w.context.partition_id: w.written for w in writes},
         {w.context.partition_id: w.skipped for w in writes},
         version,
     )

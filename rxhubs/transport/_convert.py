@@ -4,13 +4,14 @@ This is the per-event hot path of the Azure transport. The receiver wraps each r
 :class:`ReceivedEvent` (one small object, about 0.2 us) and decodes a field only when something reads it:
 a pipeline that reads bodies and sequence numbers never pays for properties, offsets or times
 (:func:`event_from_sdk`, the eager conversion, cost about 3 us per event). System properties stay lazy
-even once read (:class:`SystemProperties`).
+even once read (:class:`SystemProperties`). The direct receive path's pyamqp messages:
+:mod:`rxhubs.transport._convert_messages`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 from azure.eventhub import EventData
@@ -20,13 +21,10 @@ from rxhubs._models import Event, LastEnqueuedEventProperties
 
 __all__ = [
     "ReceivedEvent",
-    "ReceivedMessage",
     "SystemProperties",
     "event_from_sdk",
-    "last_enqueued_from_message",
     "last_enqueued_from_sdk",
     "received_events",
-    "received_messages",
 ]
 
 UTC = _dt.UTC
@@ -124,6 +122,22 @@ class SystemProperties(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._load())
+
+    # The dict's own methods: Mapping's mixins go through __getitem__ per key (and get() through a KeyError).
+    def __contains__(self, key: object) -> bool:
+        return key in self._load()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._load().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._load().keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self._load().values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._load().items()
 
     def __repr__(self) -> str:
         return repr(self._load())
@@ -254,126 +268,6 @@ def received_events(batch: list[EventData]) -> list[Event]:
         _SET_DATA(event, data)
         append(event)
     return out
-
-
-# -- the direct receive path: pyamqp messages, without the SDK's EventData (rxhubs.transport._direct) --------
-
-
-def _m_body(message: Any) -> bytes:
-    data = message.data
-    if data is not None:
-        return data if data.__class__ is bytes else b"".join(data)
-    return _body_bytes(EventData._from_message(message).raw_amqp_message)  # value and sequence bodies: rare
-
-
-def _m_annotations(message: Any) -> dict[Any, Any]:
-    return message.message_annotations or {}
-
-
-def _m_sequence_number(message: Any) -> int:
-    return int(message.message_annotations[_SEQ])
-
-
-def _m_offset(message: Any) -> str:
-    offset = _m_annotations(message).get(_OFFSET)
-    return offset.decode("ascii") if offset.__class__ is bytes else str(offset)
-
-
-def _m_enqueued_time(message: Any) -> _dt.datetime:
-    enqueued = _m_annotations(message).get(_ENQUEUED)
-    if isinstance(enqueued, int | float):
-        return _fromtimestamp(enqueued / 1000, UTC)
-    return enqueued if isinstance(enqueued, _dt.datetime) else _fromtimestamp(0, UTC)
-
-
-def _m_partition_key(message: Any) -> str | None:
-    key = _m_annotations(message).get(_PKEY)
-    return None if key is None else key.decode("utf-8", "replace") if key.__class__ is bytes else str(key)
-
-
-def _m_properties(message: Any) -> dict[str, Any]:
-    app = message.application_properties
-    return _str_map(app) if app else {}
-
-
-def _m_system_properties(message: Any) -> SystemProperties:
-    return SystemProperties(_m_annotations(message), message.properties)
-
-
-class ReceivedMessage(ReceivedEvent):
-    """A :class:`ReceivedEvent` over the AMQP message itself (the direct receive path: no ``EventData`` made).
-
-    Example:
-        >>> from azure.eventhub._pyamqp.message import Message
-        >>> m = Message(data=[b"hi"], message_annotations={b"x-opt-sequence-number": 7, b"x-opt-offset": b"896"})
-        >>> e = received_messages([m])[0]
-        >>> e.body, e.sequence_number, e.offset, e.properties
-        (b'hi', 7, '896', {})
-    """
-
-    __slots__ = ()
-
-
-_MESSAGE_DECODERS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("body", _m_body),
-    ("sequence_number", _m_sequence_number),
-    ("offset", _m_offset),
-    ("enqueued_time", _m_enqueued_time),
-    ("partition_key", _m_partition_key),
-    ("properties", _m_properties),
-    ("system_properties", _m_system_properties),
-)
-for _field, _reader in _MESSAGE_DECODERS:
-    setattr(ReceivedMessage, _field, _lazy_field(_field, _reader))
-
-
-_SET_BODY = Event.__dict__["body"].__set__
-_SET_SEQUENCE_NUMBER = Event.__dict__["sequence_number"].__set__
-
-
-def received_messages(messages: list[Any]) -> list[Event]:
-    """Wrap received AMQP messages: one :class:`ReceivedMessage` each, lazy but for two fields.
-
-    The body of a one-data-section message (the same bytes object) and an int sequence number are set at once:
-    every pipeline reads both (the receiver itself reads sequence numbers), and setting them costs less than
-    the first read of a lazy field (which finds its slot empty by an AttributeError). Everything else is
-    decoded on first read, as is an unusual body or sequence number.
-    """
-    new = object.__new__
-    out: list[Event] = []
-    append = out.append
-    for message in messages:
-        event = new(ReceivedMessage)
-        _SET_DATA(event, message)
-        data = message.data
-        if data.__class__ is list and len(data) == 1:
-            _SET_BODY(event, data[0])
-        annotations = message.message_annotations
-        if annotations:
-            sequence_number = annotations.get(_SEQ)
-            if sequence_number.__class__ is int:
-                _SET_SEQUENCE_NUMBER(event, sequence_number)
-        append(event)
-    return out
-
-
-def last_enqueued_from_message(message: Any) -> LastEnqueuedEventProperties | None:
-    """The partition's last-enqueued properties the service put in a message's delivery annotations, if any."""
-    annotations = message.delivery_annotations
-    if not annotations:
-        return None
-    sequence_number = annotations.get(b"last_enqueued_sequence_number")
-    if sequence_number is None:
-        return None
-    offset = annotations.get(b"last_enqueued_offset")
-    enqueued = annotations.get(b"last_enqueued_time_utc")
-    retrieved = annotations.get(b"runtime_info_retrieval_time_utc")
-    return LastEnqueuedEventProperties(
-        sequence_number=int(sequence_number),
-        offset=offset.decode("utf-8") if offset.__class__ is bytes else offset,
-        enqueued_time=_fromtimestamp(float(enqueued) / 1000, UTC) if enqueued else None,
-        retrieval_time=_fromtimestamp(float(retrieved) / 1000, UTC) if retrieved else None,
-    )
 
 
 def event_from_sdk(event: EventData) -> Event:

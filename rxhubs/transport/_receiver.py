@@ -37,12 +37,8 @@ from azure.eventhub.aio import EventHubConsumerClient
 from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext, PartitionProperties, Position
 from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
 from rxhubs.transport._base import ReceiverBase
-from rxhubs.transport._convert import (
-    last_enqueued_from_message,
-    last_enqueued_from_sdk,
-    received_events,
-    received_messages,
-)
+from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
+from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched

@@ -79,7 +79,7 @@ def test_is_an_event_and_compares_across_kinds() -> None:
 def test_messages_read_directly_decode_like_the_sdk_events() -> None:
     from azure.eventhub._pyamqp.message import Message, Properties
 
-    from rxhubs.transport._convert import last_enqueued_from_message, received_messages
+    from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
 
     annotations = {
         b"x-opt-sequence-number": 12, b"x-opt-offset": b"1200", b"x-opt-enqueued-time": 1767225600000,
@@ -112,3 +112,41 @@ def test_direct_path_version_guard() -> None:
     assert sdk_version_supported("5.11.0") and sdk_version_supported("5.15.1")
     assert not sdk_version_supported("5.10.9") and not sdk_version_supported("6.0.0")
     assert not sdk_version_supported("not-a-version")
+
+
+def test_a_plain_message_leaves_only_its_annotations_behind() -> None:
+    import gc
+
+    from azure.eventhub._pyamqp.message import Message
+
+    from rxhubs.transport._convert_messages import ReceivedAnnotations, ReceivedMessage, received_messages
+
+    annotations = {b"x-opt-sequence-number": 9, b"x-opt-offset": b"900", b"x-opt-enqueued-time": 1767225600009,
+                   b"x-opt-partition-key": b"k"}
+    plain = Message(data=[b"body"], message_annotations=annotations)
+    with_properties = Message(data=[b"body"], message_annotations=annotations, application_properties={b"a": 1})
+    event, other = received_messages([plain, with_properties])
+    assert type(event) is ReceivedAnnotations and type(other) is ReceivedMessage
+    # nothing of the message but its annotations (a dict the collector does not track) stays with the event
+    referents = gc.get_referents(event)
+    assert not any(r is plain or r is plain.data for r in referents)
+    assert any(r is annotations for r in referents) and not gc.is_tracked(annotations)
+    eager = event_from_sdk(EventData._from_message(plain))
+    for field in dataclasses.fields(Event):
+        assert getattr(event, field.name) == getattr(eager, field.name), field.name
+    assert event == eager and type(pickle.loads(pickle.dumps(event))) is Event
+    assert event.system_properties == {"x-opt-sequence-number": 9, "x-opt-offset": "900",
+                                       "x-opt-enqueued-time": 1767225600009, "x-opt-partition-key": "k"}
+    assert not gc.is_tracked(event.system_properties) and event.properties == {}
+    assert other.properties == {"a": 1} and any(r is with_properties for r in gc.get_referents(other))
+
+
+def test_system_properties_answer_as_their_dict() -> None:
+    from rxhubs.transport._convert import SystemProperties
+
+    system = SystemProperties({b"x-opt-offset": b"896", b"x-opt-sequence-number": 7}, None)
+    expected = {"x-opt-offset": "896", "x-opt-sequence-number": 7}
+    assert system.get("x-opt-offset") == "896" and system.get("missing") is None and system.get("missing", 3) == 3
+    assert "x-opt-offset" in system and "missing" not in system
+    assert list(system.keys()) == list(expected) and list(system.values()) == list(expected.values())
+    assert dict(system.items()) == expected and system == expected
