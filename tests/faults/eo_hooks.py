@@ -1,8 +1,8 @@
 """The exactly-once sinks of the kill test, built through their public seams, with the kill hook outside the library.
 
 :func:`make_sink` returns the sink wrapped in :class:`Noted`, which notes each commit in the worker's log
-(``COMMIT partition:written:skipped ...``) and, on the hook's N-th commit (``RXHUBS_TEST_KILL_AT``), kills the
-process after the data was written and before it was committed:
+(``COMMIT began ended partition:written:skipped ...``) and, on the hook's N-th commit (``RXHUBS_TEST_KILL_AT``),
+kills the process after the data was written and before it was committed:
 
 * SQLite (``rxhubs.tables.SqlSink`` over a connection factory of ours): the connection's trace callback sees every
   statement the sink runs; when the armed commit's ``COMMIT`` is about to run, its rows inserted in the open
@@ -46,6 +46,7 @@ class Noted:
 
     async def commit(self, batches: Sequence[EventBatch], *, owned: Callable[[PartitionContext], bool]
                      ) -> CommitResult:
+        began = time.time()  # the line carries when the commit began and ended: a pause can freeze one mid-way
         due = self.hook is not None and any(b.events for b in batches) and self.hook.due()
         disarm = self.arm() if due else None
         try:
@@ -55,7 +56,7 @@ class Noted:
                 disarm()
         parts = " ".join(f"{p}:{result.written.get(p, 0)}:{result.skipped.get(p, 0)}"
                          for p in sorted({*result.written, *result.skipped}))
-        self.note(f"COMMIT {time.time():.3f} {parts}")
+        self.note(f"COMMIT {began:.3f} {time.time():.3f} {parts}")
         if due and self.hook is not None:
             self.hook.kill(f"{self.kind}-committed")
         return result

@@ -278,7 +278,7 @@ def _taken_over(fleet: Fleet, paused: str, partitions: list[str], since: float) 
     committed = set()
     for owner, fields in fleet.log("COMMIT"):
         if owner != paused and float(fields[0]) > since:
-            committed |= {pid for pid, written, _ in (item.split(":") for item in fields[1:]) if int(written) > 0}
+            committed |= {pid for pid, written, _ in (item.split(":") for item in fields[2:]) if int(written) > 0}
     return set(partitions) <= committed
 
 
@@ -324,10 +324,12 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
             done["paused"], done["paused_partitions"] = fleet.owner[slot], sorted(by.get(fleet.owner[slot], []))
             fleet.signal(slot, signal.SIGSTOP, "pause")
             paused_at = time.time()
+            # what it owns as it stops (the listing above can be a moment old: a partition handed to it meanwhile)
+            held = sorted({*done["paused_partitions"], *(p for p, o in owners(store, fleet.group).items()
+                                                         if o == done["paused"])})
             time.sleep(EXPIRY + 4 * INTERVAL)  # its records expire and the others take its partitions
             if fleet.group == EO_GROUP:  # and commit them: on a loaded machine the takeover can come later
-                taken = functools.partial(_taken_over, fleet, done["paused"], done["paused_partitions"], paused_at)
-                wait_for(taken, 60)
+                wait_for(functools.partial(_taken_over, fleet, done["paused"], held, paused_at), 60)
             fleet.signal(slot, signal.SIGCONT, "resume")
             continue
         slot = rng.choice(fleet.running())

@@ -16,7 +16,7 @@ with SIGKILL at its N-th write, after the data was written and before it was com
 the jsonl lines were flushed and before the checkpoint; for the exactly-once sinks, see :mod:`tests.faults.eo_hooks`.
 
 ``DIR/OWNER.log`` gets one flushed line per fact the test checks: ``OPEN group partition time``,
-``CLOSE group partition reason``, ``COMMIT time partition:written:skipped ...`` (each exactly-once commit, see
+``CLOSE group partition reason``, ``COMMIT began ended partition:written:skipped ...`` (each exactly-once commit, see
 :mod:`tests.faults.eo_hooks`), ``LOST group partition operation`` (an ``OwnershipLostError`` reported),
 ``HOOK sink`` (right before the hook's kill). It prints ``ready`` once subscribed; SIGTERM stops it gracefully
 (exit code 0).
