@@ -32,6 +32,7 @@ from rxhubs.transport._convert import (
     _PKEY,
     _SEQ,
     ReceivedEvent,
+    key_name,
 )
 from rxhubs.transport._convert_messages import ReceivedAnnotations, ReceivedMessage, _a_enqueued_time
 
@@ -79,29 +80,17 @@ def _text(value: Any) -> str | None:
     return property_to_str(value)
 
 
-def _key(key: Any) -> str:
-    """An AMQP map key as the lazy mapping names it (``rxhubs.transport._convert._str_map``)."""
-    if key.__class__ is bytes:
-        name = _KEY_CACHE.get(key)
-        if name is None:
-            name = key.decode("utf-8", "replace")
-            if len(_KEY_CACHE) < 1024:
-                _KEY_CACHE[key] = name
-        return name
-    return key if key.__class__ is str else str(key)
-
-
 def _text_map(mapping: Mapping[Any, Any], out: dict[str, str | None]) -> dict[str, str | None]:
     """Each entry of an AMQP map into ``out`` as text; a later equal key wins, as in the lazy event's dict.
 
-    Keys by :func:`_key`; values as the lazy mapping holds them (UTF-8 bytes as str, other bytes kept), then
-    as :func:`property_to_str` makes them text.
+    Keys by :func:`~rxhubs.transport._convert.key_name`; values as the lazy mapping holds them (UTF-8 bytes as
+    str, other bytes kept), then as :func:`property_to_str` makes them text.
     """
     names = _KEY_CACHE
     for key, value in mapping.items():
         name = names.get(key) if key.__class__ is bytes else None
         if name is None:
-            name = _key(key)
+            name = key_name(key)
         cls = value.__class__
         if cls is bytes:
             try:

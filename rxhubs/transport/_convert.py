@@ -40,18 +40,26 @@ _fromtimestamp = _dt.datetime.fromtimestamp
 _KEY_CACHE: dict[bytes, str] = {}
 
 
+def key_name(key: Any) -> str:
+    """An AMQP map key as text: bytes decoded as UTF-8 (the first 1,024 distinct ones cached), others by ``str``."""
+    if key.__class__ is bytes:
+        name = _KEY_CACHE.get(key)
+        if name is None:
+            name = key.decode("utf-8", "replace")
+            if len(_KEY_CACHE) < 1024:
+                _KEY_CACHE[key] = name
+        return name
+    return key if key.__class__ is str else str(key)
+
+
 def _str_map(items: Mapping[Any, Any]) -> dict[str, Any]:
-    """Keys to str; bytes values to str when they are UTF-8 (the AMQP stack hands strings back as bytes)."""
+    """Keys to str (:func:`key_name`); bytes values to str when they are UTF-8 (AMQP hands strings as bytes)."""
     out: dict[str, Any] = {}
+    names = _KEY_CACHE
     for key, value in items.items():
-        if key.__class__ is bytes:
-            name = _KEY_CACHE.get(key)
-            if name is None:
-                name = key.decode("utf-8", "replace")
-                if len(_KEY_CACHE) < 1024:
-                    _KEY_CACHE[key] = name
-        else:
-            name = key if key.__class__ is str else str(key)
+        name = names.get(key) if key.__class__ is bytes else None
+        if name is None:
+            name = key_name(key)
         if value.__class__ is bytes:
             try:
                 value = value.decode("utf-8")
