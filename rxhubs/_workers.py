@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
 from rxhubs._run import arun
-from rxhubs._siblings import set_start_gate
+from rxhubs._siblings import Gate, set_start_gate
 from rxhubs.errors import ConfigurationError, RxHubsError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]
@@ -183,7 +183,7 @@ async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: Wo
             await _close(resource)
 
 
-def _sibling_gate(siblings: Any) -> Callable[[], Awaitable[None]]:
+def _sibling_gate(siblings: Any) -> Gate:
     """The start gate of a first-started worker: wait until every sibling announced itself, at most a while."""
 
     async def wait() -> None:
