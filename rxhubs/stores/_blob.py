@@ -35,7 +35,7 @@ from rxhubs.stores._blob_client import (
     storage_error,
 )
 from rxhubs.stores._blob_fence import _FencedBlobWrites, written_at
-from rxhubs.stores._blob_listing import list_under
+from rxhubs.stores._blob_listing import Under, partitions_under
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
 from rxhubs.stores._contract import StatefulCheckpointStore
 
@@ -320,6 +320,7 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
                 )
                 owner_id = ""
             group = (fully_qualified_namespace, eventhub_name, consumer_group)
+            self._saw_ownership(prefix + partition_id, etag, metadata)  # a hand may carry its position
             result.append(Ownership(*group, partition_id, owner_id, last_modified, etag))
         return result
 
@@ -410,23 +411,18 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
             )
         return result
 
-    async def _list(self, prefix: str, verb: str) -> list[tuple[str, dict[str, str], str | None, float | None]]:
+    async def _list(self, prefix: str, verb: str) -> list[Under]:
         """``(partition id, lower-cased metadata, etag, last modified)`` of each blob right under ``prefix``."""
         try:
-            listed = await list_under(self._client, prefix)
+            found, foreign = await partitions_under(self._client, prefix)
         except ResourceNotFoundError as exc:
             if _code(exc) == ", ContainerNotFound":
                 return []
             raise self._error(exc, verb) from exc
         except (AzureError, OSError) as exc:
             raise self._error(exc, verb) from exc
-        found: list[tuple[str, dict[str, str], str | None, float | None]] = []
-        for name, metadata, etag, modified, _size in listed:
-            partition_id = name[len(prefix) :]
-            if not partition_id or "/" in partition_id:
-                logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, name, prefix)
-                continue
-            found.append((partition_id, metadata, normalize_etag(etag), modified))
+        for name in foreign:
+            logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, name, prefix)
         return found
 
     # -- life cycle ------------------------------------------------------------------------------------

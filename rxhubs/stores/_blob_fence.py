@@ -32,6 +32,16 @@ own key, ``If-Match`` the etag it read). Any other writer in between (the offici
 as another key, and the fence stamps as above. On Azurite, whose one thread serves requests one at a time, that
 is one write fewer per partition on the handover's critical path (16 writes when 16 partitions move at once).
 
+**The hand carries the position.** The ownership blob written for the recipient also gives the checkpoint blob as
+the handing period left it (``rxhubshandedat``: its etag, sequence number and offset), when that period wrote or
+read it last through this store and it holds no state. A recipient whose own listing of the ownership blobs showed
+that hand, at the version it now holds, starts from there with **no request at all**: its fence records the etag
+the hand gives, and its first write is ``If-Match`` that etag, so any write in between (another writer, or a
+claim that fenced the blob since) makes that write fail and be examined as above (another period's key: lost;
+none, the official store's: the ownership blob decides). The check the listing made stands for the fence's
+ownership check: a record taken over after it is caught by that first write. A hand seen without a position
+(state, an absent blob, a store that did not write the checkpoint), or not seen at all, is fenced as above.
+
 **Operator state** (``commit_state``) is the checkpoint blob's **body**: one conditional upload replaces the
 body and the metadata together (``offset``, ``sequencenumber``, ``rxhubsfence`` and ``rxhubsstate``, the
 state's length), so the pair is atomic, and the official store, which reads only the metadata, still reads
@@ -55,7 +65,7 @@ from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
 from rxhubs.stores._blob_fence_reads import FenceReads
 from rxhubs.stores._common import logger, lost, normalize_etag, parse_offset, parse_sequence_number
 
-__all__ = ["FENCE_KEY", "HANDED_KEY", "STATE_KEY", "written_at"]
+__all__ = ["FENCE_KEY", "HANDED_AT_KEY", "HANDED_KEY", "STATE_KEY", "written_at"]
 
 #: The checkpoint blob's metadata key naming the period that wrote it.
 FENCE_KEY = "rxhubsfence"
@@ -63,6 +73,8 @@ FENCE_KEY = "rxhubsfence"
 STATE_KEY = "rxhubsstate"
 #: The ownership blob's metadata key naming the period that handed the partition over to the owner it names.
 HANDED_KEY = "rxhubshandedby"
+#: The ownership blob's metadata key giving the checkpoint blob as the handing period left it (etag, number, offset).
+HANDED_AT_KEY = "rxhubshandedat"
 #: Periods remembered as handed over (the oldest are forgotten first; each is one partition's, never reused).
 _HANDED_KEPT = 4096
 #: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
@@ -88,14 +100,17 @@ class _FencedBlobWrites(_Recycling):
 
     _url: str
     _client: Any
-    _fences: dict[str, tuple[str, str]]
+    #: Per checkpoint blob: the period that saw it last, the etag it saw, and the position at that etag ("" when
+    #: unknown or the blob holds state): ``"{etag} {sequence number} {offset}"``, what a hand carries.
+    _fences: dict[str, tuple[str, str, str]]
     _fence_reads: FenceReads
     _handed: dict[str, None]
-    _hands: dict[tuple[str, str | None], str]
+    _hands: dict[tuple[str, str | None], tuple[str, str]]
+    _hands_seen: dict[tuple[str, str], str]
 
     def _init_fencing(self) -> None:
         self._fences, self._fence_reads = {}, FenceReads()
-        self._handed, self._hands = {}, {}
+        self._handed, self._hands, self._hands_seen = {}, {}, {}
 
     def note_handover(self, period: Ownership, record: Ownership) -> None:
         """``period`` is over: its partition goes to the owner ``record`` names, in the next claim of ``record``.
@@ -118,18 +133,45 @@ class _FencedBlobWrites(_Recycling):
         while len(self._handed) > _HANDED_KEPT:
             del self._handed[next(iter(self._handed))]
         _, name = _names(period)
-        if self._fences.get(name, ("", ""))[0] == key:
+        seen = self._fences.get(name, ("", "", ""))
+        if seen[0] == key:
             del self._fences[name]
         if record.owner_id:
-            self._hands[(_names(record)[0], normalize_etag(record.etag))] = key
+            self._hands[(_names(record)[0], normalize_etag(record.etag))] = (key, seen[2] if seen[0] == key else "")
 
     def _ownership_metadata(self, claim: Ownership) -> dict[str, str]:
-        """The ownership blob's metadata that ``claim`` writes: its owner, and the period handing it over, if any."""
+        """The ownership blob's metadata that ``claim`` writes: its owner, and the period handing it over, if any.
+
+        A hand gives the checkpoint blob as that period left it too, when it knows it (:data:`HANDED_AT_KEY`).
+        """
         metadata = {"ownerid": claim.owner_id}
-        handed_by = self._hands.pop((_names(claim)[0], normalize_etag(claim.etag)), None)
-        if handed_by is not None and claim.owner_id:
-            metadata[HANDED_KEY] = handed_by
+        hand = self._hands.pop((_names(claim)[0], normalize_etag(claim.etag)), None)
+        if hand is not None and claim.owner_id:
+            metadata[HANDED_KEY] = hand[0]
+            if hand[1]:
+                metadata[HANDED_AT_KEY] = hand[1]
         return metadata
+
+    def _saw_ownership(self, name: str, etag: str | None, metadata: dict[str, str]) -> None:
+        """A listing showed ownership blob ``name`` at ``etag``: keep the position it hands over, if it gives one."""
+        at = metadata.get(HANDED_AT_KEY)
+        if at and etag and metadata.get("ownerid"):
+            self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = at
+            while len(self._hands_seen) > _HANDED_KEPT:
+                del self._hands_seen[next(iter(self._hands_seen))]
+
+    def _handed_start(self, own_name: str, name: str, ownership: Ownership) -> Checkpoint | None:
+        """The position a hand this store listed gives ``ownership`` (None: none seen); its period begins there."""
+        at = self._hands_seen.pop((own_name, str(normalize_etag(ownership.etag))), None)
+        if at is None:
+            return None
+        etag, _, rest = at.partition(" ")
+        number, _, offset = rest.partition(" ")
+        checkpoint = _checkpoint(ownership, {"sequencenumber": number, "offset": offset})
+        if checkpoint is None or not etag:  # malformed: the fence reads the blob
+            return None
+        self._fences[name] = (period_key(ownership), etag, at)
+        return checkpoint
 
     def _blob(self, name: str) -> _Blob:
         raise NotImplementedError
@@ -158,6 +200,10 @@ class _FencedBlobWrites(_Recycling):
     async def _fence(self, ownership: Ownership, *, with_state: bool) -> tuple[Checkpoint | None, bytes | None]:
         own_name, name = _names(ownership)
         key = period_key(ownership)
+        if (handed := self._handed_start(own_name, name, ownership)) is not None:
+            # the hand this store listed gave the position: nothing to read or stamp (and no state: a hand carries
+            # a position only when the checkpoint blob holds none)
+            return handed, None
         blob = self._blob(name)
 
         async def read(listed: Any = _UNREAD) -> tuple[Any, bytes] | None:
@@ -206,7 +252,7 @@ class _FencedBlobWrites(_Recycling):
                     except ResourceModifiedError:
                         continue
                 if first is None:
-                    self._fences[name] = (key, _ABSENT)
+                    self._fences[name] = (key, _ABSENT, "")
                     return None, None
                 props, body = first
                 metadata = _metadata(props)
@@ -215,7 +261,7 @@ class _FencedBlobWrites(_Recycling):
                     self._fences.pop(name, None)
                     return None, None
                 if handed_by and metadata.get(FENCE_KEY) == handed_by:  # written last by the period now over
-                    self._fences[name] = (key, str(normalize_etag(props.etag)))
+                    self._fences[name] = _seen(key, props.etag, metadata)
                     return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
                 try:
                     written = await blob.set_blob_metadata(
@@ -225,7 +271,7 @@ class _FencedBlobWrites(_Recycling):
                     )
                 except (ResourceModifiedError, ResourceNotFoundError):
                     continue  # written meanwhile (by the former owner): read it again and stamp that
-                self._fences[name] = (key, str(normalize_etag(written["etag"])))
+                self._fences[name] = _seen(key, written["etag"], metadata)
                 return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
         except RxHubsError:
             raise
@@ -309,7 +355,7 @@ class _FencedBlobWrites(_Recycling):
                 if written is None:
                     etag = None  # someone wrote (or created, or deleted) it: read who
                     continue
-                self._fences[name] = (key, str(normalize_etag(written["etag"])))
+                self._fences[name] = _seen(key, written["etag"], metadata)
                 return
         except RxHubsError:
             self._fences.pop(name, None)
@@ -350,6 +396,14 @@ def _check_version_of(props: Any, ownership: Ownership) -> None:
     owner = _metadata(props).get("ownerid")
     if normalize_etag(props.etag) != normalize_etag(ownership.etag) or owner != ownership.owner_id or not owner:
         raise lost(ownership, f"the ownership blob changed before the fence (owner {owner!r})")
+
+
+def _seen(key: str, etag: Any, metadata: dict[str, str]) -> tuple[str, str, str]:
+    """A ``_fences`` entry: period ``key`` saw the checkpoint blob at ``etag`` with ``metadata``."""
+    tag = str(normalize_etag(etag))
+    if STATE_KEY in metadata:  # a hand cannot carry the state: the recipient reads it
+        return key, tag, ""
+    return key, tag, f"{tag} {metadata.get('sequencenumber', '')} {metadata.get('offset', '')}"
 
 
 def _metadata(props: Any) -> dict[str, str]:

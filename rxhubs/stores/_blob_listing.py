@@ -20,10 +20,14 @@ import xml.etree.ElementTree as ET
 from typing import Any
 from urllib.parse import quote, unquote
 
-__all__ = ["Listed", "list_blobs", "list_under", "parse_listing"]
+from rxhubs.stores._common import normalize_etag
+
+__all__ = ["Listed", "Under", "list_blobs", "list_under", "parse_listing", "partitions_under"]
 
 #: ``(blob name, metadata with lower-cased keys, etag, last modified in seconds since the epoch, size in bytes)``.
 Listed = tuple[str, dict[str, str], "str | None", "float | None", "int | None"]
+#: ``(partition id, metadata with lower-cased keys, etag without quotes, last modified)`` of a blob under a prefix.
+Under = tuple[str, dict[str, str], "str | None", "float | None"]
 
 
 async def list_blobs(client: Any, prefix: str, page_size: int | None = None) -> list[Listed] | None:
@@ -113,3 +117,16 @@ async def list_under(client: Any, prefix: str) -> list[Listed]:
         modified = blob.last_modified.timestamp() if blob.last_modified is not None else None
         found.append((blob.name, metadata, blob.etag, modified, blob.size))
     return found
+
+
+async def partitions_under(client: Any, prefix: str) -> tuple[list[Under], list[str]]:
+    """The blobs right under ``prefix``, by partition id; and the names of the foreign ones (deeper, or the prefix)."""
+    found: list[Under] = []
+    foreign: list[str] = []
+    for name, metadata, etag, modified, _size in await list_under(client, prefix):
+        partition_id = name[len(prefix) :]
+        if not partition_id or "/" in partition_id:
+            foreign.append(name)
+            continue
+        found.append((partition_id, metadata, normalize_etag(etag), modified))
+    return found, foreign

@@ -16,7 +16,7 @@ import pytest
 from rxhubs import Checkpoint, Ownership
 from rxhubs.errors import OwnershipLostError
 from rxhubs.stores import BlobCheckpointStore
-from rxhubs.stores._blob_fence import FENCE_KEY, HANDED_KEY
+from rxhubs.stores._blob_fence import FENCE_KEY, HANDED_AT_KEY, HANDED_KEY
 from tests.stores.test_blob_fence_requests import CG, HUB, NS, Trace, traced_store
 
 
@@ -125,3 +125,80 @@ async def test_an_owner_before_the_handover_stays_fenced_out(azurite: Any, blob_
             await zs.update_checkpoint_fenced(at("0", 6), z)
         [cp] = await store.list_checkpoints(NS, HUB, CG)
         assert cp.sequence_number == 7
+
+
+# -- the hand carries the position: a recipient that listed it sends no request at its fence ---------------------
+
+
+async def listed_hand(azurite: Any, container: str, store_a: BlobCheckpointStore, trace: Trace,
+                      b_store: BlobCheckpointStore, *, state: bytes | None = None) -> tuple[Ownership, Ownership]:
+    """``a`` (its own store) checkpoints 7 and hands partition 0 to ``b``; ``b``'s store lists the records."""
+    [a] = await store_a.claim_ownership([own("a")])
+    await store_a.fence(a)
+    if state is None:
+        await store_a.update_checkpoint_fenced(at("0", 7), a)
+    else:
+        await store_a.commit_state(at("0", 7), a, state)
+    hand = own("b", etag=a.etag)
+    store_a.note_handover(a, hand)
+    [b] = await store_a.claim_ownership([hand])
+    [listed] = await b_store.list_ownership(NS, HUB, CG)
+    assert (listed.owner_id, listed.etag) == ("b", b.etag)
+    trace.events.clear()
+    return a, b
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["fence", "fence_with_state"])
+async def test_a_listed_hand_starts_the_recipient_without_a_request(
+    azurite: Any, blob_container: str, with_state: bool
+) -> None:
+    """What rxhubs calls on the blob store is ``fence_with_state``: a hand with a position means no state."""
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        a, b = await listed_hand(azurite, blob_container, store_a, trace, store_b)
+        own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        checkpoint_blob = store_a._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower())
+        etag = (await checkpoint_blob.get_blob_properties()).etag.strip('"')
+        assert own_blob.metadata[HANDED_AT_KEY] == f"{etag} 7 70", own_blob.metadata
+        start = (await store_b.fence_with_state(b)) if with_state else (await store_b.fence(b), None)
+        assert start == (at("0", 7), None)
+        assert trace.events == []  # not a listing, not a read, not a stamp
+        # the first write is If-Match the etag the hand gave, with b's key
+        await store_b.update_checkpoint_fenced(at("0", 9), b)
+        assert [e for e in trace.events if e[0] == "request"] == [("request", "PUT", "checkpoint")]
+        props = await checkpoint_blob.get_blob_properties()
+        assert (props.metadata["sequencenumber"], props.metadata[FENCE_KEY].split(" ")[1]) == ("9", "b")
+        # the former owner's period is over: its store refuses it
+        with pytest.raises(OwnershipLostError):
+            await store_a.update_checkpoint_fenced(at("0", 8), a)
+
+
+async def test_a_fence_after_the_listing_catches_the_recipients_first_write(azurite: Any, blob_container: str) -> None:
+    """``c`` takes the record over after ``b`` listed the hand, and fences: ``b``'s first write is refused."""
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_c:
+        _, b = await listed_hand(azurite, blob_container, store_a, trace, store_b)
+        [c] = await store_c.claim_ownership([own("c", etag=b.etag)])
+        assert await store_c.fence(c) == at("0", 7)  # a steal: c stamps
+        assert await store_b.fence(b) == at("0", 7)  # what b listed, before c came
+        with pytest.raises(OwnershipLostError):
+            await store_b.update_checkpoint_fenced(at("0", 9), b)
+        await store_c.update_checkpoint_fenced(at("0", 8), c)
+        [cp] = await store_c.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 8
+
+
+async def test_a_hand_with_state_carries_no_position(azurite: Any, blob_container: str) -> None:
+    """The state is the checkpoint blob's body: the recipient reads it (no shortcut), and gets it."""
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        _, b = await listed_hand(azurite, blob_container, store_a, trace, store_b, state=b"window state")
+        own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        assert HANDED_KEY in own_blob.metadata and HANDED_AT_KEY not in own_blob.metadata
+        start, state = await store_b.fence_with_state(b)
+        assert (start, state) == (at("0", 7), b"window state")
+        assert any(e[0] == "request" for e in trace.events)

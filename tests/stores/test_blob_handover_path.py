@@ -1,9 +1,11 @@
 """The handover without a stamp, on the user's path: ``rxhubs.consume`` with a ``BlobCheckpointStore`` each (Azurite).
 
 ``a`` owns four partitions; ``b`` joins and ``a`` hands it two. ``a``'s balancing loop notes each handover with its
-store, so the ownership blob it writes for ``b`` names ``a``'s period, and ``b``'s fence reads the position and
-writes nothing: until ``b`` checkpoints, the checkpoint blobs of its partitions still carry ``a``'s key (a stamp
-would have put ``b``'s there). ``b`` starts right after ``a``'s last checkpointed event: nothing twice, nothing lost.
+store, so the ownership blob it writes for ``b`` names ``a``'s period and gives the checkpoint as ``a`` left it, and
+``b``'s fence takes the position from the listing that showed the hand: it sends no request for a checkpoint blob
+at all, and writes nothing: until ``b`` checkpoints, the checkpoint blobs of its partitions still carry ``a``'s key
+(a stamp would have put ``b``'s there). ``b`` starts right after ``a``'s last checkpointed event: nothing twice,
+nothing lost.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from typing import Any
+from urllib.parse import unquote
 
 import rxhubs
 from rxhubs import EventBatch
@@ -56,7 +59,15 @@ async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_st
     azurite: Any, blob_container: str
 ) -> None:
     hub = InMemoryEventHub(partition_count=4)
-    stores = [BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) for _ in "ab"]
+    sent_by_b: list[tuple[str, str]] = []  # (method, url) of b's requests, as its storage client's pipeline sends them
+
+    def note(request: Any) -> None:
+        sent_by_b.append((request.http_request.method, unquote(str(request.http_request.url))))
+
+    stores = [
+        BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container),
+        BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container, raw_request_hook=note),
+    ]
     sent = 0
 
     async def feed() -> None:
@@ -72,6 +83,8 @@ async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_st
     b = Consumer(hub, stores[1], "b", checkpoints=False)  # whatever b's checkpoint blobs show, b did not write
     await until(lambda: len(b.partitions()) == 2)
     handed = b.partitions()
+    checkpoint_requests = [(method, url) for method, url in sent_by_b if "/checkpoint/" in url]
+    assert checkpoint_requests == [], checkpoint_requests  # the hands gave the positions: nothing read, nothing stamped
     for pid in sorted(handed):
         blob = stores[1]._blob(f"{hub.fully_qualified_namespace}/{hub.eventhub_name}/{GROUP}/checkpoint/{pid}".lower())
         props = await blob.get_blob_properties()
