@@ -177,7 +177,8 @@ class Consumer:
         batches = read_from(start)
         if checkpoint is None and settings.seed_checkpoint and pick(settings.start_positions, pid) is None:
             batches = seeded_start(self.hub, store, session, start).pipe(ops.flat_map(read_from))
-        elif checkpoint is not None and start == checkpoint.position() and settings.checkpoint_out_of_range:
+        elif (checkpoint is not None and start == checkpoint.position() and settings.checkpoint_out_of_range
+              and not session.handed):  # a handed partition's checkpoint is where its former owner stopped reading
             check = watch_range(self.hub, store, session, checkpoint, settings.checkpoint_out_of_range,
                                 self._session_fail)
         initialized: AsyncSubject[None] = AsyncSubject()

@@ -157,7 +157,7 @@ class Holdings:
         for pid, record in handed.items():
             if pid not in self.sessions:
                 session = self._new_session(pid, record, sent_at, decision)
-                session.state = SessionState.READING
+                session.state, session.handed = SessionState.READING, True
                 self.listener.on_acquired(session, checkpoints.get(pid))
 
     def _start_fenced(self, record: Ownership, result: Fenced | Exception, sent_at: float, decision: Plan) -> None:
@@ -171,6 +171,7 @@ class Holdings:
         if self._stopping is not None or isinstance(result, Exception) or pid in self.sessions:
             return
         session = self._new_session(pid, record, sent_at, decision)
+        session.handed = True
         checkpoints = self._fenced_checkpoints([session], [result])
         if session.state is SessionState.CLAIMED and self.sessions.get(pid) is session:
             session.state = SessionState.READING

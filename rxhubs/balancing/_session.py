@@ -78,6 +78,8 @@ class PartitionSession:
         close_reason: Why the partition stream ended, once it did.
         release_to: Who the record goes to when it is released: a recipient the planner chose for a handover
             (:attr:`Plan.release_to <rxhubs.balancing.Plan.release_to>`), or ``""`` (no owner).
+        handed: True if the former owner handed the partition to this consumer (it drained it and wrote its final
+            checkpoint where it stopped reading), rather than this consumer claiming it.
 
     Example:
         >>> from rxhubs import Ownership, PartitionContext
@@ -96,6 +98,7 @@ class PartitionSession:
         "_reporter",
         "close_reason",
         "context",
+        "handed",
         "period",
         "record",
         "release_to",
@@ -117,6 +120,7 @@ class PartitionSession:
         self.restored_state: Mapping[str, OperatorState] | None = None
         self.store_timeout: float | None = None
         self.release_to = ""
+        self.handed = False
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
         self._failer: ErrorSink | None = None

@@ -19,6 +19,12 @@ partition, then:
   ``"start"``); it is claimed and fails again after each backoff until an operator moves the checkpoint
   (``rxhubs checkpoints reset``). The other partitions go on.
 
+A partition **handed over** by its former owner is not checked: that owner read it until moments ago and wrote
+its final checkpoint where it stopped, so the checkpoint names an event of the partition (the owner checked the
+checkpoint it started from at its own claim). Checking anyway cost a management call per partition at the
+moment the handed partitions open their links: 16 at once when 16 partitions move, each a new management link
+on the hub's connection, which delayed the links' attach by tens of milliseconds.
+
 **A seed checkpoint** (``seed_checkpoint=True``): a partition claimed without a checkpoint gets one at once, at
 the position ``default_start`` resolves to (``latest``: the partition's last event), before it is read from
 there. KEDA's scaler counts a partition without a checkpoint as its whole retained backlog: a new group started

@@ -147,3 +147,41 @@ def test_bad_options_are_refused_at_call_time() -> None:
         rxhubs.consume(hub, GROUP, store, checkpoint_out_of_range="oldest")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="seed_checkpoint"):
         rxhubs.consume(hub, GROUP, store, seed_checkpoint="yes")  # type: ignore[arg-type]
+
+
+def test_a_partition_handed_over_is_not_checked_again() -> None:
+    """``a`` checks both partitions at its claim; ``b`` joins and is handed one: no management call for it.
+
+    The former owner read the partition until it handed it over and wrote its checkpoint where it stopped: it is
+    in range. A claim that was not a handover (``b`` taking partitions back after ``a`` stopped) is checked.
+    """
+    hub, store = setup()
+    for pid in "01":
+        checkpoint(hub, store, pid, 4)
+    asked: list[tuple[float, str]] = []
+    scheduler = TestScheduler()
+    real = hub.get_partition_properties
+
+    async def counted(partition_id: str) -> Any:
+        asked.append((scheduler.clock, partition_id))
+        return await real(partition_id)
+
+    hub.get_partition_properties = counted  # type: ignore[method-assign]
+    handed: list[str] = []
+
+    def consumer(owner: str, on_init: Any = None) -> Any:
+        return rxhubs.consume(hub, GROUP, store, owner_id=owner, load_balancing_interval=1.0, ownership_expiration=3.0,
+                              on_partition_initialize=on_init).pipe(rxhubs.operators.checkpoint(store))
+
+    sub_a = consumer("a").subscribe(scheduler=scheduler)
+    scheduler.advance_to(2.0)
+    assert sorted(p for _, p in asked) == ["0", "1"]  # a's claim of both
+    asked.clear()
+    sub_b = consumer("b", lambda context: handed.append(context.partition_id)).subscribe(scheduler=scheduler)
+    scheduler.advance_to(6.0)
+    assert len(handed) == 1, handed  # a handed one partition over to b
+    assert asked == []
+    sub_a.dispose()  # a's record of the other partition expires: b claims it, and checks it
+    scheduler.advance_to(12.0)
+    assert len(handed) == 2 and [p for _, p in asked] == [handed[1]], (handed, asked)
+    sub_b.dispose()
