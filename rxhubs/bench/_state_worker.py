@@ -14,7 +14,7 @@ the checkpoint operator with its state); ``gc_s``, garbage collection wherever i
 rest: the receive path, event conversion, the event loop and the store calls, the same code on the same events
 on both sides. Why: on two shared cores the speed of the same code moves by up to 2x within minutes (the other
 hyperthread, caches), so whole-process CPU time of one trial against another's moved by more than the margin
-the target leaves (plain against plain: 0.80x to 1.14x). The source path, which state does not change, runs in
+the target leaves (plain against plain: 0.74x to 1.72x). The source path, which state does not change, runs in
 the same process in the same seconds, interleaved batch by batch, so it clocks each trial's machine speed: the
 bench compares ``(pipeline + gc) / source`` of the two sides. Garbage collection counts as the sides' own cost,
 wherever it ran, as it grows with what the pipeline keeps alive.

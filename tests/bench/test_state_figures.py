@@ -53,7 +53,8 @@ def test_the_counts_own_cpu_gives_the_windows_cost_per_event() -> None:
 def test_the_verdict_takes_each_trials_machine_speed_out_by_its_source_path() -> None:
     plain = trial({"0": 1.0}, cpu=1.0, split=(0.2, 0.1, 0.7))  # 1 + 0.3 / 0.7 = 1.43 per unit of source
     # the same pipeline cost on a machine running twice as slow: whole-process CPU says 0.48x
-    slow = figures(trial({"0": 1.0}, cpu=2.1, split=(0.5, 0.2, 1.4)), plain)["events_per_s"]
+    slow = figures(trial({"0": 1.0}, cpu=2.1, stage=0.5, split=(0.5, 0.2, 1.4)), plain)["events_per_s"]
+    assert slow["state_us_per_event"] == 50.0  # its count took 0.25 s at the plain trial's speed, 0.05 s more
     assert slow["cpu_ratio"] == round(1.0 / 2.1, 4)
     assert slow["judged_by"] == "normalised_ratio"
     assert slow["normalised_ratio"] == round((1 + 0.3 / 0.7) / (1 + 0.7 / 1.4), 4) and slow["met"]  # 0.95x
