@@ -6,10 +6,18 @@ event time are application properties); ``state`` is ``hops.window`` with its st
 checkpoint, ``plain`` the same count in a dict that is never saved. Both checkpoint every second into an
 in-memory store that counts writes.
 
-* ``events_per_s``: throughput, state against plain (target >= 0.85x, judged by ``cpu_ratio``: the same
-  comparison by the CPU time each process spent, which other load on the machine moves far less); beside it
-  ``stage_cpu_s``, the CPU time of the count itself on each side, and ``state_us_per_event``, their difference
-  per event: what the window operator costs over the dict, without the rest of the pipeline's variation;
+* ``events_per_s``: throughput, state against plain (target >= 0.85x, judged by ``normalised_ratio``).
+  Wall clock (``ratio``) and whole-process CPU time (``cpu_ratio``, plain over state, from the first batch to
+  the last) are printed beside it, but both move with the machine: on two shared cores the same code's CPU
+  time moved by up to 2x within minutes, and plain against plain gave 0.74x to 1.72x. So each trial's CPU is
+  split (``_state_worker.CpuSplit``) into its pipeline after the source (``pipeline_cpu_s``: count, clock,
+  checkpoint with its state), garbage collection (``gc_s``, wherever it ran) and the source path
+  (``source_cpu_s``: receive, conversion, event loop, store calls: the same code on the same events on both
+  sides, run in the same seconds, so it clocks the trial's machine speed). ``normalised_ratio`` is the median
+  of ``(1 + (pipeline + gc) / source)`` of plain over the same of state, per pair: the throughput ratio at
+  equal source speed (plain against plain: 0.94x to 1.04x). Beside it ``stage_cpu_s``, the CPU time of the
+  count itself on each side, and ``state_us_per_event``, their difference per event at the plain trial's source
+  speed: what the window operator costs over the dict;
 * ``store_writes_per_partition_per_interval``: unchanged by state (one write carries checkpoint and state),
   at most one per interval; measured from each partition's first write to its last before the trial stopped;
 * ``handover_s_1mib``: from a new owner's start to its first batch, after the former owner released a
@@ -115,6 +123,20 @@ def _writes_per_interval(trial: dict[str, Any]) -> float:
     return float(max(0.0, per_partition - 2) / max(1.0, trial["intervals"]))
 
 
+def _normalised(trials: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """Per pair, ``1 + (pipeline + gc) / source`` of plain over that of state; [] without the split figures.
+
+    The source path is the same code on the same events on both sides, so its CPU time clocks how fast the
+    machine ran each trial; the pipeline and garbage collection are where the sides differ.
+    """
+    def cost(trial: dict[str, Any]) -> float:
+        return 1 + float(trial["pipeline_cpu_s"] + trial["gc_s"]) / float(trial["source_cpu_s"])
+
+    if not all(t.get("source_cpu_s") for m in ("plain", "state") for t in trials[m]):
+        return []
+    return [cost(p) / cost(s) for s, p in zip(trials["state"], trials["plain"], strict=True)]
+
+
 def _figures(trials: dict[str, list[dict[str, Any]]], handovers: dict[str, list[dict[str, Any]]], *,
              events: int, keys: int, repeat: int) -> list[dict[str, Any]]:
     rate = {m: [t["events_per_s"] for t in trials[m]] for m in trials}
@@ -123,7 +145,10 @@ def _figures(trials: dict[str, list[dict[str, Any]]], handovers: dict[str, list[
     cpu_pairs = [p / s for s, p in zip(cpu["state"], cpu["plain"], strict=True) if s]
     # the count's own CPU (window operator or dict), without what both pipelines do alike: what state costs
     stage = {m: [t.get("stage_cpu_s", 0.0) for t in trials[m]] for m in trials}
-    extra = [(s - p) / events * 1e6 for s, p in zip(stage["state"], stage["plain"], strict=True)]
+    # (with the split figures, the state side's count is first scaled to the plain trial's machine speed)
+    speed = [p.get("source_cpu_s") / s["source_cpu_s"] if p.get("source_cpu_s") and s.get("source_cpu_s") else 1.0
+             for s, p in zip(trials["state"], trials["plain"], strict=True)]
+    extra = [(s * k - p) / events * 1e6 for s, p, k in zip(stage["state"], stage["plain"], speed, strict=True)]
     throughput = figure(
         "state", "events_per_s", "events/s", round(statistics.median(rate["state"])),
         round(statistics.median(rate["plain"])), "the same count in memory, no state saved", ">= 0.85x",
@@ -135,10 +160,18 @@ def _figures(trials: dict[str, list[dict[str, Any]]], handovers: dict[str, list[
         state_us_per_event=round(statistics.median(extra), 2),
     )
     throughput["ratio"] = round(statistics.median(pairs), 4) if pairs else None
-    # judged by CPU time for the same events: on a shared machine single wall-clock pairs moved from 0.77x to
-    # 1.43x between runs of the same code (docs/performance.md, "Figures below their targets")
-    judged = throughput["cpu_ratio"] if throughput["cpu_ratio"] is not None else throughput["ratio"]
-    throughput["judged_by"] = "cpu_ratio" if throughput["cpu_ratio"] is not None else "ratio"
+    # judged at equal source speed: wall-clock pairs moved from 0.77x to 1.43x between runs of the same code, and
+    # whole-process CPU time from 0.74x to 0.91x (docs/performance.md, "Figures below their targets")
+    paced = _normalised(trials)
+    if paced:
+        throughput.update(
+            normalised_ratio=round(statistics.median(paced), 4), normalised_pairs=[round(r, 3) for r in paced],
+            **{f: {m: round(statistics.median(t[f] for t in trials[m]), 3) for m in trials}
+               for f in ("pipeline_cpu_s", "gc_s", "source_cpu_s")},
+        )
+    judged_by = "normalised_ratio" if paced else "cpu_ratio" if throughput["cpu_ratio"] is not None else "ratio"
+    judged = throughput[judged_by]
+    throughput["judged_by"] = judged_by
     throughput["met"] = judged is not None and judged >= 0.85
     writes = {m: statistics.median(_writes_per_interval(t) for t in trials[m]) for m in trials}
     store_writes = figure(

@@ -8,6 +8,17 @@ made), and report the CPU time the count itself took (``stage_cpu_s``); afterwar
 size of the state committed per partition once the traffic stopped (a far-future event at the end of each
 partition closed every window).
 
+CPU time is taken from the first batch to the last (``cpu_s``: no start-up, imports or connection set-up) and
+split three ways (:class:`CpuSplit`): ``pipeline_cpu_s``, the stages after the source (the count, the clock,
+the checkpoint operator with its state); ``gc_s``, garbage collection wherever it ran; ``source_cpu_s``, the
+rest: the receive path, event conversion, the event loop and the store calls, the same code on the same events
+on both sides. Why: on two shared cores the speed of the same code moves by up to 2x within minutes (the other
+hyperthread, caches), so whole-process CPU time of one trial against another's moved by more than the margin
+the target leaves (plain against plain: 0.74x to 1.72x). The source path, which state does not change, runs in
+the same process in the same seconds, interleaved batch by batch, so it clocks each trial's machine speed: the
+bench compares ``(pipeline + gc) / source`` of the two sides. Garbage collection counts as the sides' own cost,
+wherever it ran, as it grows with what the pipeline keeps alive.
+
 ``python -m rxhubs.bench._state_worker handover --mode state|plain --keys K`` reads the one-partition hub of
 ``RXHUBS_BENCH_HANDOVER``: owner ``a`` reads everything (``state``: one window per key, each holding a 1 KiB
 value) and stops, releasing the partition (its state flushed with the checkpoint); one more event is sent;
@@ -19,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import json
 import os
 import time
@@ -69,6 +81,76 @@ class CountingStore(InMemoryCheckpointStore):
             if len(steady) >= 2 and steady[-1] > steady[0]:
                 rates[pid] = (len(steady) - 1) * CHECKPOINT_INTERVAL / (steady[-1] - steady[0])
         return rates
+
+
+class CpuSplit:
+    """A trial's CPU time split into the probed pipeline, garbage collection and the rest (the source path).
+
+    :meth:`probed` wraps the pipeline after the source; ``gc.callbacks`` time every collection, and one that ran
+    inside the pipeline is moved from the pipeline's time to ``gc_s`` (so nothing is counted twice). Only what
+    runs between :meth:`start` and :meth:`stop` counts.
+    """
+
+    def __init__(self) -> None:
+        self.pipeline_s = 0.0
+        self.gc_s = 0.0
+        self.collections = 0
+        self._gc_inside = 0.0
+        self._inside = False
+        self._on = False
+        self._began = 0.0
+        self._gc_began = 0.0
+
+    def start(self) -> None:
+        now = time.process_time()
+        self._on = True
+        if self._inside:  # (called from within the pipeline: only the rest of this batch's time counts)
+            self._began = now
+
+    def stop(self) -> None:
+        now = time.process_time()
+        if self._on and self._inside:
+            self.pipeline_s += now - self._began
+        self._on = False
+
+    def _collected(self, phase: str, _: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_began = time.process_time()
+        elif self._on and self._gc_began:
+            took = time.process_time() - self._gc_began
+            self.gc_s += took
+            self.collections += 1
+            if self._inside:
+                self._gc_inside += took
+
+    def __enter__(self) -> CpuSplit:
+        gc.callbacks.append(self._collected)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._collected)
+
+    def probed(self, stage: Any) -> Any:
+        """``stage`` with the CPU time it spends on each batch added to the pipeline's time."""
+        from reactivex import operators as ops
+
+        def enter(_: Any) -> None:
+            self._inside = True
+            self._began = time.process_time()
+
+        def leave(_: Any) -> None:
+            if self._inside:
+                self._inside = False
+                if self._on:
+                    self.pipeline_s += time.process_time() - self._began
+
+        return lambda source: source.pipe(ops.do_action(enter), stage, ops.do_action(leave))
+
+    def figures(self, cpu_s: float) -> dict[str, float]:
+        """``pipeline_cpu_s`` (GC left out), ``gc_s`` and ``source_cpu_s`` of a trial that took ``cpu_s``."""
+        pipeline = self.pipeline_s - self._gc_inside
+        return {"pipeline_cpu_s": pipeline, "gc_s": self.gc_s, "gc_collections": self.collections,
+                "source_cpu_s": max(0.0, cpu_s - pipeline - self.gc_s)}
 
 
 def _probed(stage: Any, spent: list[float]) -> Any:
@@ -152,21 +234,29 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
     def clock(batch: rxhubs.EventBatch) -> None:
         nonlocal counted, first, last
+        if done.is_set():
+            return  # (batches after the last event, e.g. empty ones, are not part of the trial)
         last = time.perf_counter()
         cpu[1] = time.process_time()
         if not first:
             first, cpu[0] = last, cpu[1]
+            split.start()  # (the first batch's pipeline time before this point is left out, as from cpu_s)
         counted += len(batch.events)
         if counted >= args.events:
+            split.stop()
             done.set()
 
     spent = [0.0]
+    split = CpuSplit()
     stage = _probed(_window() if args.mode == "state" else _plain_counts(), spent)
-    pipeline: Any = rxhubs.consume(hub, "$Default", store, **TUNED).pipe(
-        stage, ops.do_action(clock), hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL)
-    )
-    runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
-    await done.wait()
+    pipeline: Any = rxhubs.consume(hub, "$Default", store, **TUNED).pipe(split.probed(
+        lambda batches: batches.pipe(
+            stage, ops.do_action(clock), hops.checkpoint(store, max_interval=CHECKPOINT_INTERVAL)
+        )
+    ))
+    with split:
+        runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, signals=()))
+        await done.wait()
     stopping = time.monotonic()
     stop.request()
     await runner
@@ -175,7 +265,7 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     await hub.close()
     seconds = last - first
     return {"events": counted, "seconds": seconds, "events_per_s": counted / seconds if seconds else 0.0,
-            "cpu_s": cpu[1] - cpu[0], "stage_cpu_s": spent[0],
+            "cpu_s": cpu[1] - cpu[0], "stage_cpu_s": spent[0], **split.figures(cpu[1] - cpu[0]),
             "writes": dict(store.writes), "intervals": seconds / CHECKPOINT_INTERVAL,
             "write_rates": store.rates(stopping), "state_bytes": sizes}
 

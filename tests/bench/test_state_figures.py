@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
+from reactivex import operators as ops
+from reactivex.subject import Subject
+
 from rxhubs.bench._state import _figures
-from rxhubs.bench._state_worker import CHECKPOINT_INTERVAL, CountingStore
+from rxhubs.bench._state_worker import CHECKPOINT_INTERVAL, CountingStore, CpuSplit
 
 
-def trial(rates: dict[str, float], *, cpu: float = 1.0, stage: float = 0.2, writes: int = 5) -> dict[str, Any]:
-    return {
+def trial(rates: dict[str, float], *, cpu: float = 1.0, stage: float = 0.2, writes: int = 5,
+          split: tuple[float, float, float] | None = None) -> dict[str, Any]:
+    """A trial record; ``split`` is (pipeline, gc, source) CPU seconds, as the worker reports them."""
+    record = {
         "events": 1000, "seconds": 4.2, "events_per_s": 1000 / 4.2, "cpu_s": cpu, "stage_cpu_s": stage,
         "writes": dict.fromkeys(rates, writes), "intervals": 4.2, "write_rates": rates, "state_bytes": {"0": 100},
     }
+    if split is not None:
+        record.update(pipeline_cpu_s=split[0], gc_s=split[1], source_cpu_s=split[2])
+    return record
 
 
 def figures(state: dict[str, Any], plain: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -40,3 +49,41 @@ def test_the_counts_own_cpu_gives_the_windows_cost_per_event() -> None:
     assert out["state_us_per_event"] == 100.0  # 0.1 s more for 1,000 events
     assert out["cpu_ratio"] == round(1.0 / 1.2, 4) and out["met"] is False  # 0.83x: still judged by cpu_ratio
 
+
+def test_the_verdict_takes_each_trials_machine_speed_out_by_its_source_path() -> None:
+    plain = trial({"0": 1.0}, cpu=1.0, split=(0.2, 0.1, 0.7))  # 1 + 0.3 / 0.7 = 1.43 per unit of source
+    # the same pipeline cost on a machine running twice as slow: whole-process CPU says 0.48x
+    slow = figures(trial({"0": 1.0}, cpu=2.1, stage=0.5, split=(0.5, 0.2, 1.4)), plain)["events_per_s"]
+    assert slow["state_us_per_event"] == 50.0  # its count took 0.25 s at the plain trial's speed, 0.05 s more
+    assert slow["cpu_ratio"] == round(1.0 / 2.1, 4)
+    assert slow["judged_by"] == "normalised_ratio"
+    assert slow["normalised_ratio"] == round((1 + 0.3 / 0.7) / (1 + 0.7 / 1.4), 4) and slow["met"]  # 0.95x
+    assert slow["source_cpu_s"] == {"plain": 0.7, "state": 1.4} and slow["gc_s"] == {"plain": 0.1, "state": 0.2}
+    # at the same speed, a pipeline that costs more fails, and so does garbage collection that ran in the source
+    # path (it counts as the side's own cost): both 1 + 0.55 / 0.7, 0.80x
+    for split in ((0.4, 0.15, 0.7), (0.2, 0.35, 0.7)):
+        costly = figures(trial({"0": 1.0}, cpu=1.25, split=split), plain)["events_per_s"]
+        assert costly["normalised_ratio"] == round((1 + 0.3 / 0.7) / (1 + 0.55 / 0.7), 4)
+        assert not costly["met"]
+
+
+def test_the_split_counts_collections_as_gc_not_pipeline_and_only_between_start_and_stop() -> None:
+    split, batches = CpuSplit(), Subject[str]()
+    batches.pipe(split.probed(ops.do_action(lambda _: gc.collect()))).subscribe()
+    enabled = gc.isenabled()
+    gc.disable()  # (only the collections the stage makes)
+    try:
+        with split:
+            batches.on_next("before")
+            split.start()
+            batches.on_next("counted")
+            split.stop()
+            batches.on_next("after")
+    finally:
+        if enabled:
+            gc.enable()
+    out = split.figures(cpu_s=10.0)
+    assert out["gc_collections"] == 1
+    assert out["gc_s"] > 0 and out["pipeline_cpu_s"] < out["gc_s"]  # the full collection is GC, not the stage
+    assert out["source_cpu_s"] == 10.0 - out["pipeline_cpu_s"] - out["gc_s"]
+    assert split._collected not in gc.callbacks
