@@ -186,8 +186,11 @@ class _FencedBlobWrites(_Recycling):
     async def fence(self, ownership: Ownership) -> Checkpoint | None:
         """Begin ``ownership``'s period: stamp the checkpoint blob with it (same position); return the position.
 
+        A hand this store listed at ``ownership``'s version gives the position without a request (see the module).
+
         Raises:
-            OwnershipLostError: The ownership blob is not at ``ownership``'s version any more.
+            OwnershipLostError: The ownership blob is not at ``ownership``'s version any more (after a hand this
+                store listed, the period's first write finds that out instead).
             StoreError: The storage account failed (retriable), or the blob kept changing under the fence.
         """
         return (await self._fence(ownership, with_state=False))[0]
