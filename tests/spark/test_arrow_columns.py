@@ -186,3 +186,15 @@ def test_enqueued_times_are_exact_microseconds_whatever_the_zone() -> None:
         assert to_micros(dt.datetime.fromtimestamp(ms / 1000, dt.UTC)) == ms * 1000
     assert to_micros(dt.datetime(1, 1, 1)) == -62135596800 * 1_000_000
     assert to_micros(1500) == 1500  # anything else as pyarrow reads it (here: microseconds)
+
+
+def test_plain_events_store_their_enqueued_times_as_to_micros_gives() -> None:
+    # plain events hand their datetimes to pyarrow as they are: the column must hold what to_micros gives
+    plus2 = dt.timezone(dt.timedelta(hours=2))
+    moment = dt.datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=dt.UTC)
+    times = [moment, moment.astimezone(plus2), moment.replace(tzinfo=None), dt.datetime(1, 1, 1),
+             dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=plus2),
+             *(dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in (0, 999, 2**32 * 1000 - 1, 4_000_000_000_123))]
+    events = tuple(Event(b"x", n, str(n), moment) for n, moment in enumerate(times))
+    stored = to_arrow(EventBatch(CTX, events)).column("enqueuedTime").cast(pa.int64()).to_pylist()
+    assert stored == [to_micros(t) for t in times]

@@ -179,6 +179,15 @@ def test_to_dataframe_keeps_the_order_of_events_within_a_partition(spark: Any) -
 
 
 @pytest.mark.spark
+def test_to_dataframe_names_pysparks_arrow_entry_point_in_the_sessions_py4j_view(spark: Any) -> None:
+    # createDataFrame(pyarrow.Table) looks PythonSQLUtils up by its short name; a single import finds it at once
+    # (dir of a Py4J view lists its single imports, not pyspark's package imports)
+    df = to_dataframe(spark, tricky_batches())
+    assert "PythonSQLUtils" in dir(spark._jvm)
+    assert df.count() == 4
+
+
+@pytest.mark.spark
 def test_to_dataframe_of_nothing_is_empty_with_the_schema(spark: Any) -> None:
     from pyspark.sql.types import StructType
 
