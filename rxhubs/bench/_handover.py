@@ -19,8 +19,8 @@ the hub it held at the end. Medians and the 95th percentile over the moved parti
 trials alternating; each side's figures are its own, from the same run. The ``handover_timeline`` figure
 gives, per step of a handover, the median time from the old owner's last event: its stream closed, release
 written, release seen by the newcomer, its claim, its checkpoint read (unfenced) or its fence answered (the fenced
-store's ``fence`` reads the checkpoint), its ``on_partition_initialize``, its link attached (rxhubs), its first
-batch delivered and processed.
+store's ``fence`` reads the checkpoint, or takes it from the hand its listing showed), its
+``on_partition_initialize``, its link attached (rxhubs), its first batch delivered and processed.
 """
 
 from __future__ import annotations
