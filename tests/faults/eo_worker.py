@@ -45,6 +45,11 @@ from rxhubs.operators._sinks import jsonl_sink
 INTERVAL = 0.5  # load balancing
 EXPIRY = 3.0  # ownership expiry
 COMMIT_INTERVAL = 0.5  # checkpoints (control) and table commits (exactly once)
+#: Seconds a table commit may take: longer than the longest pause of the zombie (``eo_kit.chaos``: its expiry,
+#: four intervals, then up to 60 s for the others to commit what it held). A commit the pause froze then ends after
+#: the resume, as the test expects of a zombie, instead of timing out at once on a clock that ran while the process
+#: was stopped (under CI load the wait reached 60 s, and the zombie's commit never ran: nothing to check).
+COMMIT_TIMEOUT = 180.0
 CONTROL_GROUP = "control"
 EO_GROUP = "$Default"
 
@@ -120,7 +125,7 @@ def exactly_once(kind: str, hub: Any, store: Any, owner: str, folder: Path, note
 
     sink = make_sink(kind, folder, note, hook)
     return rxhubs.consume(hub, EO_GROUP, store, positions=sink, **_options(EO_GROUP, owner, note)).pipe(
-        hops.exactly_once(sink, max_interval=COMMIT_INTERVAL),
+        hops.exactly_once(sink, max_interval=COMMIT_INTERVAL, timeout=COMMIT_TIMEOUT),
     )
 
 
