@@ -69,18 +69,6 @@ def to_micros(value: Any) -> Any:
     return pa.scalar(value, pa.timestamp("us", tz="UTC")).value
 
 
-def _text(value: Any) -> str | None:
-    """:func:`property_to_str` with the common kinds first (str, int, None)."""
-    cls = value.__class__
-    if cls is str:
-        return value  # type: ignore[no-any-return]
-    if cls is int:
-        return _int_repr(value)  # json.dumps(int) is int.__repr__
-    if value is None:
-        return None
-    return property_to_str(value)
-
-
 def _text_map(mapping: Mapping[Any, Any], out: dict[str, str | None]) -> dict[str, str | None]:
     """Each entry of an AMQP map into ``out`` as text; a later equal key wins, as in the lazy event's dict.
 
@@ -101,7 +89,7 @@ def _text_map(mapping: Mapping[Any, Any], out: dict[str, str | None]) -> dict[st
         elif cls is int:
             out[name] = _int_repr(value)
         else:
-            out[name] = _text(value)
+            out[name] = property_to_str(value)
     return out
 
 
@@ -132,7 +120,7 @@ class _MapColumn:
                     hit = cache[id(mapping)] = (
                         mapping,
                         [key_to_str(k) for k in mapping],
-                        [_text(v) for v in mapping.values()],
+                        [property_to_str(v) for v in mapping.values()],
                     )
                 keys += hit[1]
                 values += hit[2]
@@ -191,7 +179,7 @@ class Columns:
         self.micros += [event.enqueued_time for event in events]
         self.partition_keys += [event.partition_key for event in events]
         systems = [event.system_properties for event in events]
-        self.publishers += [_text(system.get(PUBLISHER_PROPERTY)) if system else None for system in systems]
+        self.publishers += [property_to_str(system.get(PUBLISHER_PROPERTY)) if system else None for system in systems]
         self.properties.extend([event.properties for event in events])
         self.system_properties.extend(systems)
 
@@ -215,7 +203,7 @@ class Columns:
         self.micros.append(event.enqueued_time)
         self.partition_keys.append(event.partition_key)
         system = event.system_properties
-        self.publishers.append(_text(system.get(PUBLISHER_PROPERTY)) if system else None)
+        self.publishers.append(property_to_str(system.get(PUBLISHER_PROPERTY)) if system else None)
         self.properties.add(event.properties)
         self.system_properties.add(system)
 
@@ -254,7 +242,8 @@ class Columns:
             for name, attribute in _MESSAGE_PROPERTIES:
                 value = getattr(props, attribute, None)
                 if value:
-                    system[name] = _text(value.decode("utf-8", "replace") if value.__class__ is bytes else value)
+                    text = value.decode("utf-8", "replace") if value.__class__ is bytes else value
+                    system[name] = property_to_str(text)
         _text_map(annotations, system)
         self.publishers.append(system.get(PUBLISHER_PROPERTY))
         column = self.system_properties

@@ -130,8 +130,8 @@ async def test_an_owner_before_the_handover_stays_fenced_out(azurite: Any, blob_
 # -- the hand carries the position: a recipient that listed it sends no request at its fence ---------------------
 
 
-async def listed_hand(azurite: Any, container: str, store_a: BlobCheckpointStore, trace: Trace,
-                      b_store: BlobCheckpointStore, *, state: bytes | None = None) -> tuple[Ownership, Ownership]:
+async def listed_hand(store_a: BlobCheckpointStore, trace: Trace, b_store: BlobCheckpointStore, *,
+                      state: bytes | None = None) -> tuple[Ownership, Ownership]:
     """``a`` (its own store) checkpoints 7 and hands partition 0 to ``b``; ``b``'s store lists the records."""
     [a] = await store_a.claim_ownership([own("a")])
     await store_a.fence(a)
@@ -156,7 +156,7 @@ async def test_a_listed_hand_starts_the_recipient_without_a_request(
     trace = Trace()
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             traced_store(azurite, blob_container, trace) as store_b:
-        a, b = await listed_hand(azurite, blob_container, store_a, trace, store_b)
+        a, b = await listed_hand(store_a, trace, store_b)
         own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
         checkpoint_blob = store_a._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower())
         etag = (await checkpoint_blob.get_blob_properties()).etag.strip('"')
@@ -180,7 +180,7 @@ async def test_a_fence_after_the_listing_catches_the_recipients_first_write(azur
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             traced_store(azurite, blob_container, trace) as store_b, \
             BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_c:
-        _, b = await listed_hand(azurite, blob_container, store_a, trace, store_b)
+        _, b = await listed_hand(store_a, trace, store_b)
         [c] = await store_c.claim_ownership([own("c", etag=b.etag)])
         assert await store_c.fence(c) == at("0", 7)  # a steal: c stamps
         assert await store_b.fence(b) == at("0", 7)  # what b listed, before c came
@@ -196,7 +196,7 @@ async def test_a_hand_with_state_carries_no_position(azurite: Any, blob_containe
     trace = Trace()
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             traced_store(azurite, blob_container, trace) as store_b:
-        _, b = await listed_hand(azurite, blob_container, store_a, trace, store_b, state=b"window state")
+        _, b = await listed_hand(store_a, trace, store_b, state=b"window state")
         own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
         assert HANDED_KEY in own_blob.metadata and HANDED_AT_KEY not in own_blob.metadata
         start, state = await store_b.fence_with_state(b)
