@@ -52,6 +52,7 @@ from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
 from rxhubs.balancing._records import releases_of
+from rxhubs.balancing._releases import Releases
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
@@ -138,6 +139,7 @@ class BalancingLoop(WindDown):
         self._stopped_at = 0.0
         self._finished = False
         self._wake = Signal()
+        self._releases = Releases(self.calls.claim, self._forget_released, self._release_failed_with, self._wake.set)
         #: The partition-id refresh in flight (under asyncio), which a round does not wait for.
         self._refresh: asyncio.Future[tuple[str, ...] | None] | None = None
         self._watchdog: abc.DisposableBase | None = None
@@ -286,23 +288,29 @@ class BalancingLoop(WindDown):
         While awaiting a handover, look at the records every :func:`~rxhubs.balancing._looks.look_gap` seconds
         meanwhile, and return (run the round now) as soon as a partition this consumer would claim was released.
         """
-        while self._stopping is None:
-            if not self._release_failed and any(s.ready for s in self.sessions.values()):
-                await self._release_ready()
-                continue
-            now = self._now()
-            remaining = self._next_round - now
-            if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
-                return
-            look = self._looks.due(now)
-            if look is not None and look < self._next_round:
-                if look - now < SAME_INSTANT:
-                    if await self._handed_over():
-                        return
+        try:
+            while self._stopping is None:
+                in_flight = self._releases.in_flight
+                if not self._release_failed and any(
+                    s.ready and pid not in in_flight for pid, s in self.sessions.items()
+                ):
+                    await self._release_ready()
                     continue
-                remaining = look - now
-            self._wake.clear()
-            await self._wake.wait(remaining)
+                now = self._now()
+                remaining = self._next_round - now
+                if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
+                    return
+                look = self._looks.due(now)
+                if look is not None and look < self._next_round:
+                    if look - now < SAME_INSTANT:
+                        if await self._handed_over():
+                            return
+                        continue
+                    remaining = look - now
+                self._wake.clear()
+                await self._wake.wait(remaining)
+        finally:  # the round (or the wind-down) starts from answered releases (_releases)
+            await self._releases.landed()
 
     # -- the steps of a round ----------------------------------------------------------------------------------
     async def _partition_ids(self) -> tuple[str, ...] | None:
@@ -398,15 +406,17 @@ class BalancingLoop(WindDown):
         return True
 
     async def _release_ready(self) -> None:
-        releases = releases_of(self.sessions.values(), self.store)
-        try:
-            await self.calls.claim(releases)
-        except Exception as exc:
-            log.warning("balancing: releasing %d partitions failed (%s); retrying next round", len(releases), exc)
-            self.listener.on_error("release", exc)
-            self._release_failed = True
-            return
-        self._forget_released(releases)
+        """Release the partitions ready for it: at once under asyncio, beside those in flight (_releases)."""
+        releases = releases_of(self.sessions.values(), self.store, skip=self._releases.in_flight)
+        if current_stepper() is not None:
+            await self._releases.run(releases)
+        else:
+            self._releases.send(releases)
+
+    def _release_failed_with(self, releases: list[Ownership], exc: Exception) -> None:
+        log.warning("balancing: releasing %d partitions failed (%s); retrying next round", len(releases), exc)
+        self.listener.on_error("release", exc)
+        self._release_failed = True
 
     def _crashed(self, error: Exception) -> None:
         log.error("balancing: the loop failed: %r", error)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 from rxhubs._models import Ownership
@@ -20,16 +20,19 @@ def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
     return etag
 
 
-def releases_of(sessions: Iterable[PartitionSession], store: object = None) -> list[Ownership]:
+def releases_of(
+    sessions: Iterable[PartitionSession], store: object = None, skip: Collection[str] = ()
+) -> list[Ownership]:
     """The records to release: those of the sessions ready for it, with no owner or their recipient's.
 
     A record handed to a recipient is noted with a ``store`` that takes note of handovers (the blob store's
-    ``note_handover``: the recipient's fence then needs no write), once its period is known.
+    ``note_handover``: the recipient's fence then needs no write), once its period is known. Partitions in
+    ``skip`` (a release of theirs is in flight) are left out.
     """
     note = getattr(store, "note_handover", None)
     releases = []
     for session in sessions:
-        if not session.ready:
+        if not session.ready or session.partition_id in skip:
             continue
         record = replace(session.record, owner_id=session.release_to)
         if callable(note) and session.release_to and session.period is not None:
