@@ -61,3 +61,20 @@ def test_p95_is_the_nearest_rank_over_every_move_and_each_trial_has_its_median()
     assert out["moved"] == 20 and out["gap_max"] == 0.2
     assert out["gap_p95"] == 0.19  # the 19th of 20 (nearest rank), not the largest
     assert out["gap_medians_per_trial"] == [0.03, 0.08, 0.13, 0.18]
+
+
+def test_the_stall_skips_what_the_new_owner_repeated() -> None:
+    # B repeats A's events 4 and 5 right after taking over, then reads 6: the partition made no progress
+    # from A's last (10.0) until 10.25, though B's first event came at 9.9
+    a = record([("2", s, 9.0 + s / 5) for s in range(6)])
+    b = record([("2", 4, 9.9), ("2", 5, 9.95), ("2", 6, 10.25)])
+    out = summarize([{"a": a, "b": b, "seconds": 10.0}])
+    assert out["gap_median"] == -0.1 and out["twice"] == 2
+    assert out["stall_median"] == 0.25 and out["stall_p95"] == 0.25
+
+
+def test_without_repeats_the_stall_is_the_gap() -> None:
+    a = record([("0", 0, 1.0), ("1", 0, 1.0)])
+    b = record([("0", 1, 1.2), ("1", 1, 1.4)])
+    out = summarize([{"a": a, "b": b, "seconds": 10.0}])
+    assert out["stall_median"] == out["gap_median"] == 0.3 and out["twice"] == 0
