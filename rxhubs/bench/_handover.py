@@ -63,7 +63,7 @@ def schedule(rate: int, partitions: int) -> tuple[int, float]:
 
     Every partition gets the same number of events each round (about a tenth of a second's worth, at least one),
     so each partition's events come one round apart, exactly: the period a handover may take without keeping
-    an event waiting. (Until 2026-11-29 every partition got ``rate // partitions // 10`` events, at least one,
+    an event waiting. (Until 2026-11-28, evening, every partition got ``rate // partitions // 10`` events, at least one,
     and the producer slept 0.1 s after each round's sends: 300 events/s over 32 partitions was one event per
     partition every 0.13-0.2 s, about 200 events/s, and the period grew with the machine's load.)
 
