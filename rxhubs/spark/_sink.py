@@ -184,4 +184,4 @@ def _default_convert(spark: Any, batches: Sequence[EventBatch]) -> Any:
     from rxhubs.spark._arrow import to_dataframe
     from rxhubs.spark._session import get_or_create_session
 
-    return to_dataframe(get_or_create_session(spark), batches)
+    return to_dataframe(get_or_create_session(spark), batches, local=False)
