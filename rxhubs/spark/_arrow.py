@@ -10,6 +10,11 @@ On a classic session, :func:`to_dataframe` first names pyspark's Arrow entry poi
 twice by its short name; through pyspark's package imports alone, each look-up missed in several packages, and
 each miss searched every jar on the driver's class path: about a sixth of ``createDataFrame``'s time for a
 10k-event micro-batch. The single import resolves the same class at once.
+
+Spark turns the table into its rows either in the driver at ``createDataFrame`` (a local relation, below
+``spark.sql.execution.arrow.localRelationThreshold``: ``ArrowConverters.toDataFrame`` reads that conf at each
+call) or in the tasks of the jobs that read the DataFrame (an RDD of the Arrow batches); ``local=False`` takes
+the second by setting the threshold to 0 around the call.
 """
 
 from __future__ import annotations
