@@ -64,6 +64,7 @@ def test_the_default_form_is_a_local_relation_and_the_tasks_form_an_rdd_of_arrow
     tasks = to_dataframe(spark, many(100), local=False)
     assert "LocalRelation" not in plan(tasks) and "LogicalRDD" in plan(tasks)
     assert tasks.count() == 100
+    assert "LocalRelation" in plan(to_dataframe(spark, [], local=False))  # as documented: nothing to decode
 
 
 def test_the_tasks_form_cuts_the_arrow_batches_evenly_one_task_each(unset: Any) -> None:
