@@ -10,10 +10,16 @@ On a classic session, :func:`to_dataframe` first names pyspark's Arrow entry poi
 twice by its short name; through pyspark's package imports alone, each look-up missed in several packages, and
 each miss searched every jar on the driver's class path: about a sixth of ``createDataFrame``'s time for a
 10k-event micro-batch. The single import resolves the same class at once.
+
+Spark turns the table into its rows either in the driver at ``createDataFrame`` (a local relation, below
+``spark.sql.execution.arrow.localRelationThreshold``: ``ArrowConverters.toDataFrame`` reads that conf at each
+call) or in the tasks of the jobs that read the DataFrame (an RDD of the Arrow batches); ``local=False`` takes
+the second by setting the threshold to 0 around the call.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -28,6 +34,12 @@ __all__ = ["to_arrow", "to_dataframe"]
 _ARROW_UTILS = "org.apache.spark.sql.api.python.PythonSQLUtils"
 #: The Py4J views (one per gateway) that already import it by that name.
 _named: weakref.WeakSet[Any] = weakref.WeakSet()
+#: Spark builds a local relation from an Arrow table at most this many bytes large, else an RDD of its batches.
+_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
+#: At most this many rows per Arrow batch, so per RDD partition (pyspark cuts the table at ``createDataFrame``).
+_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+#: rxhubs' own conversions take turns around the session conf they set and restore.
+_conf_lock = threading.Lock()
 
 
 def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
@@ -74,38 +86,90 @@ def to_arrow(batches: Iterable[EventBatch] | EventBatch) -> Any:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def to_dataframe(spark: Any, batches: Iterable[EventBatch] | EventBatch) -> Any:
+def to_dataframe(spark: Any, batches: Iterable[EventBatch] | EventBatch, *, local: bool = True) -> Any:
     """The events of ``batches`` as a Spark DataFrame with :data:`~rxhubs.spark.SCHEMA`, built through Arrow.
 
     ``enqueuedTime`` holds UTC instants (Spark ``timestamp``); they display in the session's time zone
     (:func:`~rxhubs.spark.local_session` sets UTC). Works with classic and Spark Connect sessions.
 
+    ``local`` chooses where Spark turns the Arrow columns into its rows (classic sessions; the rows are the same
+    either way, only the plan differs):
+
+    - ``True`` (default): Spark's own choice. Below ``spark.sql.execution.arrow.localRelationThreshold``
+      (48 MiB by default) Spark decodes the table in the driver, at this call, single-threaded, into a local
+      relation: reading the DataFrame many times costs no decoding again.
+    - ``False``: always an RDD of the table's Arrow batches, one partition per batch of at most
+      ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by default; the batches are cut evenly,
+      so 10,200 events make two tasks of 5,100), decoded in the tasks of each job that reads the DataFrame,
+      in parallel. This call returns sooner; every read decodes again. For a DataFrame written once, as
+      :func:`~rxhubs.spark.write` does. A write then makes one file per batch.
+
+    ``False`` sets the session's ``localRelationThreshold`` to 0 around Spark's ``createDataFrame`` and then
+    restores it exactly (unset again if it was unset), even if ``createDataFrame`` fails; rxhubs' own calls
+    take turns, but a ``createDataFrame`` of another thread in the same session meanwhile may take the RDD
+    plan too (same rows, another plan). An empty table is always a local relation. On a Spark Connect session
+    ``local`` is ignored: the server decides.
+
     Args:
         spark: A ``SparkSession``.
         batches: Event batches (one :class:`~rxhubs.EventBatch` is accepted too); empty ones add no rows.
+        local: ``True``: Spark's local relation (decoded here, cheap to read again); ``False``: decoded in
+            the tasks of the jobs that read the DataFrame (for a DataFrame read once).
 
     Returns:
-        A ``pyspark.sql.DataFrame`` (built from local data: cheap to read more than once).
+        A ``pyspark.sql.DataFrame``.
 
     Example:
         >>> df = to_dataframe(spark, batches)  # doctest: +SKIP
         >>> df.select("partition", "sequenceNumber").orderBy("sequenceNumber").first()  # doctest: +SKIP
         Row(partition='0', sequenceNumber=0)
+        >>> once = to_dataframe(spark, batches, local=False)  # doctest: +SKIP
+        >>> once.write.mode("append").parquet("out/")  # decoded in the write's tasks  # doctest: +SKIP
     """
     table = to_arrow(batches)
-    _name_arrow_utils(spark)
-    return spark.createDataFrame(table)
+    if not _name_arrow_utils(spark):  # Spark Connect: the server decides
+        return spark.createDataFrame(table)
+    with _conf_lock:
+        if local:
+            return spark.createDataFrame(table)
+        return _in_tasks(spark, table)
 
 
-def _name_arrow_utils(spark: Any) -> None:
-    """Import :data:`_ARROW_UTILS` by its short name in a classic session's Py4J view, once per view."""
+def _in_tasks(spark: Any, table: Any) -> Any:
+    """``createDataFrame(table)`` as an RDD of evenly cut Arrow batches; the threshold restored as found."""
+    import pyarrow as pa
+
+    rows = table.num_rows
+    most = int(spark.conf.get(_BATCH_ROWS))
+    if most > 0 and rows > most:  # pyspark would cut 10,200 rows into 10,000 and 200: cut 5,100 and 5,100
+        pieces = -(-rows // most)
+        table = pa.Table.from_batches(table.to_batches(max_chunksize=-(-rows // pieces)))
+    before = spark.conf.get(_THRESHOLD, None)
+    spark.conf.set(_THRESHOLD, "0")
+    try:
+        return spark.createDataFrame(table)
+    finally:
+        if before is None:
+            spark.conf.unset(_THRESHOLD)
+        else:
+            spark.conf.set(_THRESHOLD, before)
+
+
+def _name_arrow_utils(spark: Any) -> bool:
+    """Import :data:`_ARROW_UTILS` by its short name in a classic session's Py4J view, once per view.
+
+    Returns whether ``spark`` is a classic session (False for Spark Connect).
+    """
     try:
         jvm = spark._jvm  # a classic session's view; Spark Connect sessions have none and raise
     except Exception:
-        return
-    if jvm is None or jvm in _named:
-        return
+        return False
+    if jvm is None:
+        return False
+    if jvm in _named:
+        return True
     from py4j.java_gateway import java_import  # type: ignore[import-untyped]
 
     java_import(jvm, _ARROW_UTILS)
     _named.add(jvm)
+    return True

@@ -6,12 +6,12 @@ How it works, per subscription:
   The micro-batch is *sealed* when it holds ``max_events`` events or more (count), or when ``max_interval``
   seconds passed since its first batch arrived and no write is running (time; if a write is running, the
   micro-batch keeps growing until it ends). Sealed micro-batches wait in a FIFO queue.
-- One write runs at a time, in order: convert (Arrow -> DataFrame), ``transform``, ``writer``. Under an
-  asyncio scheduler the whole job runs on a worker thread (one dedicated thread per subscription unless an
-  ``executor`` is given) and its outcome comes back on the event loop, so every partition keeps receiving
-  meanwhile, up to the sources' ``max_inflight`` bound; the next sealed micro-batch, if any, is converted
-  on a second thread during the write. Under other schedulers (``TestScheduler``) the job runs inline as a
-  scheduled action.
+- One write runs at a time, in order: convert (Arrow -> DataFrame, whose Arrow batches Spark decodes in the
+  write's tasks), ``transform``, ``writer``. Under an asyncio scheduler the whole job runs on a worker
+  thread (one dedicated thread per subscription unless an ``executor`` is given) and its outcome comes back
+  on the event loop, so every partition keeps receiving meanwhile, up to the sources' ``max_inflight``
+  bound; the next sealed micro-batch, if any, is converted on a second thread during the write. Under other
+  schedulers (``TestScheduler``) the job runs inline as a scheduled action.
 - After the write returned, the micro-batch's batches are emitted downstream in arrival order (so in order
   per partition), then acknowledged, which lets their sources pull more.
 - A failed write is retried ``retries`` times with backoff (on the pipeline's scheduler), then the stream
@@ -76,6 +76,13 @@ def write(
                  X = a, b (4 events: sealed by count)   c (alone: sealed 3 s after it arrived)
                  Y = d, e (count)                       Z = f, then completion (the source completed)
 
+    The DataFrame is built with ``to_dataframe(spark, batches, local=False)``: Spark decodes its Arrow batches
+    into rows in the tasks of the job that reads it (one task per batch of at most
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, so one file each for a file writer), not in the
+    driver beforehand. A ``transform`` or ``writer`` that reads the DataFrame twice gets the same rows twice
+    and decodes twice (``df.persist()`` it, or pass ``convert=functools.partial(to_dataframe, spark)`` for
+    Spark's local relation); a retry converts the micro-batch anew.
+
     The source's backpressure bounds what the sink can gather: at most partitions x ``max_inflight`` x
     ``max_batch_size`` events are held at once (16 x 300 per partition by default). Keep ``max_events``
     at or below that, or micro-batches are only ever sealed by time.
@@ -96,7 +103,8 @@ def write(
         backoff: Seconds before the first retry, doubling each time (capped at 30 s); or a function of the
             retry number (from 1) giving the seconds, e.g. ``rxhubs.Backoff(...).delay``. Raising
             an :class:`~rxhubs.errors.RxHubsError` that is not ``retriable`` from the writer skips retries.
-        convert: Replaces the conversion ``batches -> DataFrame``; the writer then receives what it returns.
+        convert: Replaces the conversion ``batches -> DataFrame`` (default:
+            ``to_dataframe(spark, batches, local=False)``); the writer then receives what it returns.
             ``rxhubs.spark.to_arrow`` gives a ``pyarrow.Table`` (no Spark needed; tests use it), ``list``
             the batches themselves. Under asyncio it may run on a second thread while the previous
             micro-batch is written.
@@ -184,4 +192,4 @@ def _default_convert(spark: Any, batches: Sequence[EventBatch]) -> Any:
     from rxhubs.spark._arrow import to_dataframe
     from rxhubs.spark._session import get_or_create_session
 
-    return to_dataframe(get_or_create_session(spark), batches)
+    return to_dataframe(get_or_create_session(spark), batches, local=False)

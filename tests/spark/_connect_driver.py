@@ -3,7 +3,8 @@
 The server is a local Spark session with Spark's Connect plugin on a free loopback port; the client is a
 ``pyspark.sql.connect`` session reaching it over gRPC. Through the client: a batch write, a batch read and a
 streaming read (availableNow into Parquet) of the emulator hub given in
-RXHUBS_TEST_CONNECTION_STRING. Prints one JSON line of what it saw.
+RXHUBS_TEST_CONNECTION_STRING, and ``to_dataframe(local=False)`` (a keyword Spark Connect ignores).
+Prints one JSON line of what it saw.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import socket
 import sys
 
 import rxhubs.spark
+from rxhubs import EventBatch, PartitionContext
+from rxhubs.testing import InMemoryEventHub
 
 
 def free_port() -> int:
@@ -48,7 +51,15 @@ def main() -> None:
         )
         query.awaitTermination()
         streamed = remote.read.parquet(f"{workdir}/out").count()
-        print(json.dumps({"remote": type(remote).__module__, "read": read, "streamed": streamed}), flush=True)
+        mem = InMemoryEventHub(partition_count=1)
+        mem.send([b"a", b"b", b"c"], partition_id="0", properties={"k": 1})
+        batch_of_three = EventBatch(PartitionContext("ns", "connect", "$Default", "0"), mem.events("0"))
+        converted = rxhubs.spark.to_dataframe(remote, batch_of_three, local=False)
+        seen = {
+            "remote": type(remote).__module__, "read": read, "streamed": streamed,
+            "converted": [(bytes(r.body).decode(), r.properties) for r in converted.collect()],
+        }
+        print(json.dumps(seen), flush=True)
     finally:
         remote.stop()
         server.stop()

@@ -38,3 +38,5 @@ def test_a_remote_session_reads_and_writes_through_a_local_connect_server(
     assert seen["remote"] == "pyspark.sql.connect.session"  # a Connect client, not a classic session
     assert seen["read"] == sorted(f"connect-{i}" for i in range(40))  # written, then batch-read back
     assert seen["streamed"] == 40  # and read again by a streaming query
+    # to_dataframe(local=False) on a Connect session: the keyword is ignored, the rows are there
+    assert seen["converted"] == [["a", {"k": "1"}], ["b", {"k": "1"}], ["c", {"k": "1"}]]

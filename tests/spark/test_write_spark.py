@@ -1,8 +1,9 @@
 """rxhubs.spark.write with a real local SparkSession, driven by rxhubs.arun on asyncio.
 
-Parquet round trip and order, a failing write (retried, then SinkError, nothing after it emitted), writes off
-the event loop while every partition keeps receiving (counts seen during a blocked write), and a restart
-after a crash that re-delivers only what was not checkpointed.
+Parquet round trip and order, DataFrames decoded in the write's tasks (read twice, retried), a failing write
+(retried, then SinkError, nothing after it emitted), writes off the event loop while every partition keeps
+receiving (counts seen during a blocked write), and a restart after a crash that re-delivers only what was not
+checkpointed.
 """
 
 from __future__ import annotations
@@ -119,6 +120,35 @@ async def test_a_write_failing_after_its_retries_ends_with_sink_error_and_nothin
     assert type(caught.value.__cause__).__name__ == "AnalysisException"
     assert checkpointed == {"0": 9}  # a checkpoint after the sink never sees the failed micro-batch
     assert sorted(read_keys(spark, out)) == [("0", s) for s in range(10)]
+
+
+async def test_the_dataframe_decodes_in_the_writes_tasks_and_a_second_read_or_a_retry_decodes_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    hub = fill(partitions=2, per_partition=30)
+    out = tmp_path / "events"
+    plans: list[str] = []
+    transformed: list[int] = []
+    failed: list[int] = []
+
+    def transform(df: Any) -> Any:
+        transformed.append(df.count())  # a first read of the DataFrame: its Arrow batches are decoded once
+        return df
+
+    def writer(df: Any) -> None:
+        plans.append(str(df._jdf.queryExecution().analyzed().toString()))
+        if not failed:
+            failed.append(df.count())  # a second read, then a failure: the retry converts anew
+            raise RuntimeError("the first write fails")
+        df.write.mode("append").parquet(str(out))
+
+    sink = rxhubs.spark.write(writer, spark=spark, max_events=60, max_interval=30.0, transform=transform,
+                              retries=1, backoff=0.01)
+    await run_until(merged(hub, max_batch_size=30).pipe(sink), 60)
+
+    assert transformed == [60, 60] and failed == [60]  # every read sees every row
+    assert len(plans) == 2 and all("LocalRelation" not in plan and "LogicalRDD" in plan for plan in plans)
+    assert sorted(read_keys(spark, out)) == sorted((str(p), s) for p in range(2) for s in range(30))  # once
 
 
 async def test_the_blocking_write_runs_off_the_loop_while_every_partition_keeps_receiving(spark: Any) -> None:
