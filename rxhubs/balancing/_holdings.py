@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from reactivex import abc
 
@@ -39,6 +40,7 @@ class Holdings:
     presence_group: str
     rounds: int
     _presence_etag: str | None
+    _presence_at: float | None
     sessions: dict[str, PartitionSession]
     avoid: dict[str, float]
     failures: dict[str, int]
@@ -66,10 +68,19 @@ class Holdings:
         releases: list[Ownership],
         won: list[Ownership],
         sent_at: float,
+        kept: Collection[str] = (),
+        presence_sent: bool = True,
     ) -> None:
-        """Take the claim's outcome in: new sessions, renewed records, partitions lost, handovers begun."""
+        """Take the claim's outcome in: new sessions, renewed records, partitions lost, handovers begun.
+
+        ``kept``: renewals the claim did not carry (fresh, in a round a look triggered); ``won`` holds their
+        records as they were, and they keep the time they were last renewed. ``presence_sent``: False when the
+        claim did not carry this consumer's presence record (fresh too): what is known of it stays as it was.
+        """
         records, presence = split_won(won, self.presence_group, self.owner_id)
-        self._presence_etag = presence.etag if presence is not None else None
+        if presence_sent:
+            self._presence_etag = presence.etag if presence is not None else None
+            self._presence_at = sent_at if presence is not None else None
         self._forget_released(releases)
         claimed: set[str] = set()
         for claim in claims:
@@ -83,7 +94,7 @@ class Holdings:
                     self._lose(pid, "taken")
             elif session is None:
                 self._new_session(pid, record, sent_at, decision)
-            else:
+            elif pid not in kept:
                 session.record, session.renewed_at = record, sent_at
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
             log.info("balancing: partition %s is no longer owned by this consumer", pid)

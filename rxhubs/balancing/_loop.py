@@ -12,7 +12,9 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    from the ids known, and the next round from what the refresh read), ``list_ownership`` of the consumer
    group and of its presence group, the plan
    (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals, the claims, the steals,
-   the releases of partitions whose handover finished and this consumer's presence record, then
+   the releases of partitions whose handover finished and this consumer's presence record (a round that a look
+   triggered leaves out the renewals and the presence record that stay live until well past the next round
+   without it: :func:`~rxhubs.balancing._records.fresh`; with nothing else to send it makes no call), then
    ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
    the store has no fence), each handed to ``listener.on_acquired``;
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
@@ -51,7 +53,7 @@ from rxhubs._siblings import take_start_gate
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
-from rxhubs.balancing._records import releases_of
+from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
@@ -127,6 +129,10 @@ class BalancingLoop(WindDown):
         #: A non-retriable error that ended the loop (an unknown hub, refused credentials), if any.
         self.fatal: Exception | None = None
         self._presence_etag: str | None = None
+        #: When this consumer's presence record was last written (None: not yet, or the write failed).
+        self._presence_at: float | None = None
+        #: The interval and the expiry (less the store's timestamp resolution): what :func:`fresh` weighs.
+        self._times = (interval, self._expiry)
         self._attempt = 0
         self._next_round = 0.0
         self._last_early = float("-inf")
@@ -240,6 +246,7 @@ class BalancingLoop(WindDown):
             if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
                 ids, (records, presence) = self.partition_ids, looked
             else:
+                looked = None  # a round that lists renews everything
                 read_ids, records, presence = await self._ids_and_listings()
                 if read_ids is None:
                     return  # fatal: stop() was called
@@ -252,16 +259,21 @@ class BalancingLoop(WindDown):
             releases = releases_of(self.sessions.values(), self.store)
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
-            sent = [*(o for o in claims if o.partition_id not in handed), *releases]
             # renewals count from when the claim is sent (the store stamps them no earlier), not from the start of
             # the round: a slow partition-id refresh and slow listings must not eat into the ownership expiration
             sent_at = self._now()
-            won, read = await self._claim_and_read([*sent, self._presence_record(presence, self.owner_id)],
-                                                   decision, handed, sent_at)
+            # a round a look triggered writes only what it gains: fresh renewals and presence wait for the next round
+            kept = fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None else {}
+            sent = [*(o for o in claims if o.partition_id not in handed and o.partition_id not in kept), *releases]
+            presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
+            if presence_sent:
+                sent.append(self._presence_record(presence, self.owner_id))
+            won, read = await self._claim_and_read(sent, decision, handed, sent_at)
         except Exception as exc:
             self._round_failed(exc)
             return
-        self._apply(decision, claims, releases, [*won, *handed.values()], sent_at)
+        self._apply(decision, claims, releases, [*won, *handed.values(), *kept.values()], sent_at, kept,
+                    presence_sent)
         try:
             checkpoints = await self._checkpoints_of_claimed(read)
         except Exception as exc:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from rxhubs._models import Ownership
 from rxhubs.balancing._session import PartitionSession
 
-__all__ = ["next_round", "presence_etag", "releases_of", "split_won"]
+__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won"]
 
 
 def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
@@ -39,6 +39,31 @@ def releases_of(
             note(session.period, record)
         releases.append(record)
     return releases
+
+
+def fresh(written_at: float | None, now: float, interval: float, expiry: float) -> bool:
+    """Whether a record written at ``written_at`` stays live until well past the next round without a write now.
+
+    Live with half the expiry to spare one interval from now (the next round, at the latest, renews it then).
+    Only the rounds that a look triggers skip such writes: they exist to start released partitions at once, and
+    each write they make holds up the next look (on Azurite, 20-40 ms under a handover's writes).
+
+    Example:
+        >>> fresh(100.0, 100.05, 2.0, 6.0), fresh(100.0, 101.5, 2.0, 6.0), fresh(None, 100.0, 2.0, 6.0)
+        (True, False, False)
+    """
+    return written_at is not None and now - written_at + interval <= expiry / 2
+
+
+def fresh_renewals(
+    claims: Iterable[Ownership], sessions: dict[str, PartitionSession], now: float, interval: float, expiry: float
+) -> dict[str, Ownership]:
+    """The renewals among ``claims`` of sessions renewed so recently that they are :func:`fresh`, by partition id."""
+    return {
+        o.partition_id: session.record
+        for o in claims
+        if (session := sessions.get(o.partition_id)) is not None and fresh(session.renewed_at, now, interval, expiry)
+    }
 
 
 def split_won(

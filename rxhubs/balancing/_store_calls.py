@@ -141,7 +141,9 @@ class StoreCalls:
         return cast(list[Ownership], won)
 
     async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
-        """Claim, renew or release ``records`` in one call; the records won."""
+        """Claim, renew or release ``records`` in one call; the records won (nothing to send: no call)."""
+        if not records:
+            return []
         return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
 
     async def claim_reading_checkpoints(

@@ -37,6 +37,8 @@ STARTED = time.time()
 INTERVAL = 2.0
 EXPIRY = 6.0
 WORK_S = 0.02  # per batch, so a batch is in flight when ownership moves
+#: Each storage request and its answer, logged with ``RXHUBS_BENCH_DEBUG`` (what queued on the storage account)
+requests_log = logging.getLogger("rxhubs.bench.requests")
 
 
 class Record:
@@ -97,12 +99,14 @@ class Record:
                                                        "other")
         self.requests[f"{http.method} {kind}"] += 1
         self._sent[id(http)] = (f"{http.method} {kind}", time.perf_counter())
+        requests_log.debug("request %s %s", http.method, url.split("?")[0].rsplit("/", 2)[-2:])
 
     def count_response(self, response: Any) -> None:
         """The storage client's ``raw_response_hook``: the answer to a request counted by :meth:`count_request`."""
         sent = self._sent.pop(id(response.http_request), None)
         if sent is not None:
             self.request_seconds[sent[0]].append(time.perf_counter() - sent[1])
+            requests_log.debug("answer %s %.3f s", sent[0], time.perf_counter() - sent[1])
 
     def first_delivered(self, partition_id: str) -> None:
         self.delivered.setdefault(partition_id, time.time())

@@ -120,3 +120,29 @@ def test_a_look_that_sees_the_owner_renewed_opens_a_window_at_once() -> None:
     assert looks.due(11.25) == 5.0 + 6 * look_gap(I)
     looks.looked(Plan(owner_id="b", awaiting=4, release_expected=21.2), 11.25)  # it renewed at 11.2 s
     assert 11.25 < looks.due(11.25) <= 11.25 + imminent_gap(I)  # the next point of its grid
+
+
+def test_a_round_a_look_triggers_writes_only_what_it_gains_and_the_next_round_renews_the_rest() -> None:
+    """a hands over in two waves: 4 and 5 are idle (released once a lingered), 6 and 7 finish a batch first (0.8 s
+    of work). b's round for the first wave writes its presence record (written at 5 s: not fresh); the round for the
+    second writes nothing at all (4, 5 and the presence record were written 0.7 s before: each write would hold up
+    the next look), so it makes no claim. b's next regular round renews all four and its presence record, and
+    nothing expires or is read twice."""
+    g = Group(8, interval=I, work=0.8)  # expiry 30 s: fresh means written within the last 5 s
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.at(9.99, lambda: [g.hub.send([b"x"], partition_id=str(p)) for p in (6, 7)])  # done at 10.79 s
+    g.run(10.5)
+    assert b.owned == {"4", "5"}
+    first = [(pid, owner) for t, pid, owner in b.store.claimed if 10.0 <= t < 10.5]
+    assert first == [("b", "b")]  # the presence record only: 4 and 5 were handed (no claim of their own)
+    g.run(11.5)
+    assert b.owned == {"4", "5", "6", "7"}
+    assert [c for c in b.store.claimed if 10.5 <= c[0] < 11.5] == []  # the second wave's round wrote nothing
+    assert "claim_ownership" not in [verb for t, verb in b.store.calls if 10.5 <= t < 11.5]
+    g.traffic(12.0, 55.0, every=0.5)
+    g.run(60.0)
+    renewed = sorted(pid for t, pid, owner in b.store.claimed if 20.0 <= t < 22.0 and owner == "b")
+    assert renewed == ["4", "5", "6", "7", "b"]  # the next regular round (one interval after the look's) renews all
+    assert g.counts() == {"a": 4, "b": 4}
+    assert not g.duplicates() and not g.overlaps() and not g.missing()
