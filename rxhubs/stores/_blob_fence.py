@@ -22,25 +22,7 @@ fence is on the **checkpoint blob's etag**:
 
 The etag each period last saw is cached per checkpoint blob; a miss costs one read (a ``HEAD``).
 
-**A handover needs no stamp.** A consumer that hands a partition over (it drained it and wrote its final
-checkpoint; the balancing loop calls :meth:`_FencedBlobWrites.note_handover`) names its period in the ownership
-blob it writes for the recipient (``rxhubshandedby``), and from then on refuses every write of that period
-itself, as a stamp would make the service refuse it. The recipient's fence, finding that key equal to the
-checkpoint blob's ``rxhubsfence``, knows that the period that wrote the checkpoint last is over and wrote its
-last, so there is nothing to fence out: it reads the position and stamps nothing (its first write carries its
-own key, ``If-Match`` the etag it read). Any other writer in between (the official store, an older owner) shows
-as another key, and the fence stamps as above. On Azurite, whose one thread serves requests one at a time, that
-is one write fewer per partition on the handover's critical path (16 writes when 16 partitions move at once).
-
-**The hand carries the position.** The ownership blob written for the recipient also gives the checkpoint blob as
-the handing period left it (``rxhubshandedat``: its etag, sequence number and offset), when that period wrote or
-read it last through this store and it holds no state. A recipient whose own listing of the ownership blobs showed
-that hand, at the version it now holds, starts from there with **no request at all**: its fence records the etag
-the hand gives, and its first write is ``If-Match`` that etag, so any write in between (another writer, or a
-claim that fenced the blob since) makes that write fail and be examined as above (another period's key: lost;
-none, the official store's: the ownership blob decides). The check the listing made stands for the fence's
-ownership check: a record taken over after it is caught by that first write. A hand seen without a position
-(state, an absent blob, a store that did not write the checkpoint), or not seen at all, is fenced as above.
+**A handover needs no stamp**, and the hand carries the position: see :mod:`rxhubs.stores._blob_hands`.
 
 **Operator state** (``commit_state``) is the checkpoint blob's **body**: one conditional upload replaces the
 body and the metadata together (``offset``, ``sequencenumber``, ``rxhubsfence`` and ``rxhubsstate``, the
@@ -63,115 +45,41 @@ from rxhubs._models import Checkpoint, Ownership
 from rxhubs.errors import RxHubsError, StoreError
 from rxhubs.stores._blob_client import _Blob, _Recycling, recycling
 from rxhubs.stores._blob_fence_reads import FenceReads
-from rxhubs.stores._common import logger, lost, normalize_etag, parse_offset, parse_sequence_number
+from rxhubs.stores._blob_hands import (
+    HANDED_AT_KEY,
+    HANDED_KEY,
+    _Hands,
+    blob_names,
+    checkpoint_of,
+    hand_position,
+    newer,
+    offset_text,
+    period_key,
+)
+from rxhubs.stores._common import logger, lost, normalize_etag
 
-__all__ = ["FENCE_KEY", "HANDED_AT_KEY", "HANDED_KEY", "STATE_KEY", "written_at"]
+__all__ = ["FENCE_KEY", "HANDED_AT_KEY", "HANDED_KEY", "STATE_KEY", "period_key", "written_at"]
 
 #: The checkpoint blob's metadata key naming the period that wrote it.
 FENCE_KEY = "rxhubsfence"
 #: The checkpoint blob's metadata key saying its body is the state committed with it (the body's length).
 STATE_KEY = "rxhubsstate"
-#: The ownership blob's metadata key naming the period that handed the partition over to the owner it names.
-HANDED_KEY = "rxhubshandedby"
-#: The ownership blob's metadata key giving the checkpoint blob as the handing period left it (etag, number, offset).
-HANDED_AT_KEY = "rxhubshandedat"
-#: Periods remembered as handed over (the oldest are forgotten first; each is one partition's, never reused).
-_HANDED_KEPT = 4096
 #: Conditional writes tried before a fenced call gives up (a retriable StoreError: heavy contention).
 _ATTEMPTS = 8
 _ABSENT = ""  # the cached "etag" of a checkpoint blob that does not exist
 _UNREAD = object()  # read(): no listing showed the blob; read it
 
 
-def period_key(ownership: Ownership) -> str:
-    """The ``rxhubsfence`` value of ``ownership``'s period: its etag, a space, its owner id."""
-    return f"{normalize_etag(ownership.etag)} {ownership.owner_id}"
-
-
-def _names(o: Ownership, partition_id: str | None = None) -> tuple[str, str]:
-    """The ownership and checkpoint blobs' names of ``o``'s partition (``partition_id``: ``""`` for the prefixes)."""
-    prefix = f"{o.fully_qualified_namespace}/{o.eventhub_name}/{o.consumer_group}/".lower()
-    pid = o.partition_id.lower() if partition_id is None else partition_id
-    return prefix + "ownership/" + pid, prefix + "checkpoint/" + pid
-
-
-class _FencedBlobWrites(_Recycling):
-    """The two fencing verbs of :class:`~rxhubs.stores.BlobCheckpointStore` (a mixin)."""
+class _FencedBlobWrites(_Hands, _Recycling):
+    """The two fencing verbs of :class:`~rxhubs.stores.BlobCheckpointStore` (a mixin; the hands: :class:`_Hands`)."""
 
     _url: str
     _client: Any
-    #: Per checkpoint blob: the period that saw it last, the etag it saw, and the position at that etag ("" when
-    #: unknown or the blob holds state): ``"{etag} {sequence number} {offset}"``, what a hand carries.
-    _fences: dict[str, tuple[str, str, str]]
     _fence_reads: FenceReads
-    _handed: dict[str, None]
-    _hands: dict[tuple[str, str | None], tuple[str, str]]
-    _hands_seen: dict[tuple[str, str], str]
 
     def _init_fencing(self) -> None:
-        self._fences, self._fence_reads = {}, FenceReads()
-        self._handed, self._hands, self._hands_seen = {}, {}, {}
-
-    def note_handover(self, period: Ownership, record: Ownership) -> None:
-        """``period`` is over: its partition goes to the owner ``record`` names, in the next claim of ``record``.
-
-        Called by the balancing loop once the partition drained and its final checkpoint was written. That
-        claim names ``period`` in the ownership blob (:data:`HANDED_KEY`), so that the recipient's fence can
-        skip its stamp; and from now on every write of ``period`` fails here, as the stamp would have made it
-        fail at the service.
-
-        Example:
-            >>> from rxhubs.stores import BlobCheckpointStore
-            >>> store = BlobCheckpointStore.from_connection_string("UseDevelopmentStorage=true", "checkpoints")
-            >>> a = Ownership("ns", "hub", "$Default", "0", "a", etag="0x1")
-            >>> store.note_handover(a, Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))
-            >>> store._ownership_metadata(Ownership("ns", "hub", "$Default", "0", "b", etag="0x2"))
-            {'ownerid': 'b', 'rxhubshandedby': '0x1 a'}
-        """
-        key = period_key(period)
-        self._handed[key] = None
-        while len(self._handed) > _HANDED_KEPT:
-            del self._handed[next(iter(self._handed))]
-        _, name = _names(period)
-        seen = self._fences.get(name, ("", "", ""))
-        if seen[0] == key:
-            del self._fences[name]
-        if record.owner_id:
-            self._hands[(_names(record)[0], normalize_etag(record.etag))] = (key, seen[2] if seen[0] == key else "")
-
-    def _ownership_metadata(self, claim: Ownership) -> dict[str, str]:
-        """The ownership blob's metadata that ``claim`` writes: its owner, and the period handing it over, if any.
-
-        A hand gives the checkpoint blob as that period left it too, when it knows it (:data:`HANDED_AT_KEY`).
-        """
-        metadata = {"ownerid": claim.owner_id}
-        hand = self._hands.pop((_names(claim)[0], normalize_etag(claim.etag)), None)
-        if hand is not None and claim.owner_id:
-            metadata[HANDED_KEY] = hand[0]
-            if hand[1]:
-                metadata[HANDED_AT_KEY] = hand[1]
-        return metadata
-
-    def _saw_ownership(self, name: str, etag: str | None, metadata: dict[str, str]) -> None:
-        """A listing showed ownership blob ``name`` at ``etag``: keep the position it hands over, if it gives one."""
-        at = metadata.get(HANDED_AT_KEY)
-        if at and etag and metadata.get("ownerid"):
-            self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = at
-            while len(self._hands_seen) > _HANDED_KEPT:
-                del self._hands_seen[next(iter(self._hands_seen))]
-
-    def _handed_start(self, own_name: str, name: str, ownership: Ownership) -> Checkpoint | None:
-        """The position a hand this store listed gives ``ownership`` (None: none seen); its period begins there."""
-        at = self._hands_seen.pop((own_name, str(normalize_etag(ownership.etag))), None)
-        if at is None:
-            return None
-        etag, _, rest = at.partition(" ")
-        number, _, offset = rest.partition(" ")
-        checkpoint = _checkpoint(ownership, {"sequencenumber": number, "offset": offset})
-        if checkpoint is None or not etag:  # malformed: the fence reads the blob
-            return None
-        self._fences[name] = (period_key(ownership), etag, at)
-        return checkpoint
+        self._fence_reads = FenceReads()
+        self._init_hands()
 
     def _blob(self, name: str) -> _Blob:
         raise NotImplementedError
@@ -201,7 +109,7 @@ class _FencedBlobWrites(_Recycling):
         return await self._fence(ownership, with_state=True)
 
     async def _fence(self, ownership: Ownership, *, with_state: bool) -> tuple[Checkpoint | None, bytes | None]:
-        own_name, name = _names(ownership)
+        own_name, name = blob_names(ownership)
         key = period_key(ownership)
         if (handed := self._handed_start(own_name, name, ownership)) is not None:
             # the hand this store listed gave the position: nothing to read or stamp (and no state: a hand carries
@@ -232,10 +140,10 @@ class _FencedBlobWrites(_Recycling):
         try:
             # the ownership check and the first read of the checkpoint blob go out together (with the other fences
             # that begin now, as two listings: FenceReads); the stamp waits for both
-            seen = await self._fence_reads.read(self._client, _names(ownership, ""), own_name, name)
+            seen = await self._fence_reads.read(self._client, blob_names(ownership, ""), own_name, name)
             if seen is not None:
                 _check_version_of(seen[0], ownership)
-                handed_by = _metadata(seen[0]).get(HANDED_KEY)
+                handed_by, hand = _metadata(seen[0]).get(HANDED_KEY), _metadata(seen[0]).get(HANDED_AT_KEY)
                 try:
                     reads: list[Any] = [None, await read(seen[1])]
                 except ResourceModifiedError as exc:  # the body changed since the listing: read it again below
@@ -246,7 +154,8 @@ class _FencedBlobWrites(_Recycling):
                 if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
                     raise outcome
             if seen is None:
-                handed_by = None if isinstance(reads[0], BaseException) else _metadata(reads[0]).get(HANDED_KEY)
+                own = {} if isinstance(reads[0], BaseException) else _metadata(reads[0])
+                handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
             for attempt in range(_ATTEMPTS):
                 if attempt > 0 or isinstance(first, ResourceModifiedError):
@@ -254,17 +163,25 @@ class _FencedBlobWrites(_Recycling):
                         first = await read()
                     except ResourceModifiedError:
                         continue
+                # the handing period's last write may still be in flight (or have failed): its hand names it
+                handed = hand_position(ownership, hand) if handed_by else None
                 if first is None:
                     self._fences[name] = (key, _ABSENT, "")
-                    return None, None
+                    return handed, None
                 props, body = first
                 metadata = _metadata(props)
-                checkpoint = _checkpoint(ownership, metadata)
+                checkpoint = checkpoint_of(ownership, metadata)
                 if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
                     self._fences.pop(name, None)
-                    return None, None
+                    return handed, None
+                if STATE_KEY not in metadata:  # (a hand gives no position with state)
+                    checkpoint = newer(checkpoint, handed)
+                    metadata_at = {**metadata, "sequencenumber": str(checkpoint.sequence_number),
+                                   "offset": offset_text(checkpoint)}
+                else:
+                    metadata_at = metadata
                 if handed_by and metadata.get(FENCE_KEY) == handed_by:  # written last by the period now over
-                    self._fences[name] = _seen(key, props.etag, metadata)
+                    self._fences[name] = _seen(key, props.etag, metadata_at)
                     return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
                 try:
                     written = await blob.set_blob_metadata(
@@ -274,7 +191,7 @@ class _FencedBlobWrites(_Recycling):
                     )
                 except (ResourceModifiedError, ResourceNotFoundError):
                     continue  # written meanwhile (by the former owner): read it again and stamp that
-                self._fences[name] = _seen(key, written["etag"], metadata)
+                self._fences[name] = _seen(key, written["etag"], metadata_at)
                 return checkpoint, self._state_of(name, metadata, body, props.size) if with_state else None
         except RxHubsError:
             raise
@@ -313,9 +230,9 @@ class _FencedBlobWrites(_Recycling):
         await self._write_fenced(checkpoint, ownership, bytes(state))
 
     async def _write_fenced(self, checkpoint: Checkpoint, ownership: Ownership, state: bytes | None) -> None:
-        own_name, name = _names(ownership)
+        own_name, name = blob_names(ownership)
         key = period_key(ownership)
-        if key in self._handed:
+        if key in self._handed and self._handed[key] != checkpoint.sequence_number:
             raise lost(ownership, "this period handed the partition over")
         cached = self._fences.get(name)
         etag: str | None = cached[1] if cached is not None and cached[0] == key else None
@@ -337,7 +254,7 @@ class _FencedBlobWrites(_Recycling):
                         etag = _ABSENT
                     else:
                         writer = _metadata(props).get(FENCE_KEY)
-                        if writer != key:
+                        if writer != key and self._hand_writers.get(name) != (key, writer):
                             await self._check_owner(own_name, ownership, writer)
                             checked = True
                         etag = str(normalize_etag(props.etag))
@@ -359,6 +276,7 @@ class _FencedBlobWrites(_Recycling):
                     etag = None  # someone wrote (or created, or deleted) it: read who
                     continue
                 self._fences[name] = _seen(key, written["etag"], metadata)
+                self._hand_writers.pop(name, None)
                 return
         except RxHubsError:
             self._fences.pop(name, None)
@@ -411,14 +329,6 @@ def _seen(key: str, etag: Any, metadata: dict[str, str]) -> tuple[str, str, str]
 
 def _metadata(props: Any) -> dict[str, str]:
     return {str(k).lower(): "" if v is None else str(v) for k, v in (props.metadata or {}).items()}
-
-
-def _checkpoint(o: Ownership, metadata: dict[str, str]) -> Checkpoint | None:
-    number = parse_sequence_number(metadata.get("sequencenumber"))
-    valid, offset = parse_offset(metadata.get("offset"))
-    if number is None or not valid:
-        return None
-    return Checkpoint(o.fully_qualified_namespace, o.eventhub_name, o.consumer_group, o.partition_id, offset, number)
 
 
 def written_at(properties: dict[str, Any]) -> float:

@@ -9,6 +9,7 @@ own pipeline, so no request is left out.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -202,3 +203,89 @@ async def test_a_hand_with_state_carries_no_position(azurite: Any, blob_containe
         start, state = await store_b.fence_with_state(b)
         assert (start, state) == (at("0", 7), b"window state")
         assert any(e[0] == "request" for e in trace.events)
+
+
+# -- the hand carries a write in flight: the release need not wait for the final checkpoint's answer -------------
+
+
+async def hand_in_flight(
+    store_a: BlobCheckpointStore, *, final_lands: bool, trace_a: Trace | None = None
+) -> tuple[Ownership, Ownership]:
+    """``a`` checkpointed 7; its final write (9) is sent and ``a`` hands partition 0 to ``b`` before the answer.
+
+    ``final_lands``: the write lands after the release (False: it never does, as a write that failed).
+    """
+    [a] = await store_a.claim_ownership([own("a")])
+    await store_a.fence(a)
+    await store_a.update_checkpoint_fenced(at("0", 7), a)
+    if trace_a is not None:
+        trace_a.events.clear()
+    final = asyncio.ensure_future(store_a.update_checkpoint_fenced(at("0", 9), a)) if final_lands else None
+    hand = own("b", etag=a.etag)
+    store_a.note_handover(a, hand, final=at("0", 9))  # (before the task ran: the write of 9 is still allowed)
+    [b] = await store_a.claim_ownership([hand])
+    if final is not None:
+        await final
+    return a, b
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["hand listed", "hand not listed"])
+@pytest.mark.parametrize("final_lands", [True, False], ids=["final write lands", "final write never lands"])
+async def test_a_hand_with_a_write_in_flight_starts_the_recipient_where_the_owner_stopped(
+    azurite: Any, blob_container: str, listed: bool, final_lands: bool
+) -> None:
+    """The hand names 9 before the write of 9 is answered. ``b`` starts after 9 whether it listed the hand (no
+    request) or not (its fence reads the hand from the ownership blob), and whether the write lands or not (the
+    checkpoint blob says 7 then: ``b`` would have read 7 to 9 again). ``b``'s first write reads the etag it did not
+    know (the blob names ``a``'s period, which handed over to ``b``: no ownership read), and goes through; ``a``'s
+    last write is one request (its etag was kept), and ``a`` writes nothing more."""
+    trace, trace_a = Trace(), Trace()
+    async with traced_store(azurite, blob_container, trace_a) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        a, b = await hand_in_flight(store_a, final_lands=final_lands, trace_a=trace_a)
+        writes = [e for e in trace_a.events if e[0] == "request" and e[2] == "checkpoint"]
+        assert writes == ([("request", "PUT", "checkpoint")] if final_lands else []), writes
+        own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        assert own_blob.metadata[HANDED_AT_KEY] == "- 9 90", own_blob.metadata
+        [cp] = await store_b.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == (9 if final_lands else 7)
+        if listed:
+            await store_b.list_ownership(NS, HUB, CG)
+        trace.events.clear()
+        start, state = await store_b.fence_with_state(b)
+        assert (start, state) == (at("0", 9), None)
+        assert (trace.events == []) == listed, trace.events  # listed: no request at all
+        trace.events.clear()
+        await store_b.update_checkpoint_fenced(at("0", 12), b)
+        first = [(method, kind) for what, method, kind in trace.events if what == "request"]
+        assert first == ([("HEAD", "checkpoint")] if listed else []) + [("PUT", "checkpoint")], first
+        props = await store_b._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower()).get_blob_properties()
+        assert (props.metadata["sequencenumber"], props.metadata[FENCE_KEY].split(" ")[1]) == ("12", "b")
+        with pytest.raises(OwnershipLostError):
+            await store_a.update_checkpoint_fenced(at("0", 10), a)
+
+
+async def test_a_final_write_that_lands_after_the_recipients_first_write_is_refused(
+    azurite: Any, blob_container: str
+) -> None:
+    """The write of 9 is slower than ``b``: ``b`` starts after 9 and writes 12 first; the late write of 9 then fails
+    on its etag (it finds ``b``'s key), and the checkpoint stays at 12. Any other write of ``a``'s period is refused by
+    ``a``'s store before it is sent."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        [a] = await store_a.claim_ownership([own("a")])
+        await store_a.fence(a)
+        await store_a.update_checkpoint_fenced(at("0", 7), a)
+        hand = own("b", etag=a.etag)
+        store_a.note_handover(a, hand, final=at("0", 9))
+        [b] = await store_a.claim_ownership([hand])
+        await store_b.list_ownership(NS, HUB, CG)
+        assert await store_b.fence(b) == at("0", 9)
+        await store_b.update_checkpoint_fenced(at("0", 12), b)
+        with pytest.raises(OwnershipLostError):  # the one write the hand allows: the service refuses it (b's etag)
+            await store_a.update_checkpoint_fenced(at("0", 9), a)
+        with pytest.raises(OwnershipLostError) as refused:  # any other: a's store refuses it before sending
+            await store_a.update_checkpoint_fenced(at("0", 10), a)
+        assert "handed the partition over" in str(refused.value)
+        [cp] = await store_b.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 12
