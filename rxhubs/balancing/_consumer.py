@@ -297,7 +297,9 @@ class Consumer:
                 if self.streams.get(pid) is stream:
                     del self.streams[pid]
                 return
-            session.flush().subscribe(
+            # a handover through a store whose hand carries the position: released once the last write is sent
+            early = bool(session.release_to) and callable(getattr(self.loop.store, "note_handover", None))
+            session.flush(early=early).subscribe(
                 on_completed=lambda: self.loop.ready(pid, failed=failed),
                 on_error=lambda _: self.loop.ready(pid, failed=failed),
                 scheduler=self.scheduler,

@@ -26,7 +26,8 @@ def releases_of(
     """The records to release: those of the sessions ready for it, with no owner or their recipient's.
 
     A record handed to a recipient is noted with a ``store`` that takes note of handovers (the blob store's
-    ``note_handover``: the recipient's fence then needs no write), once its period is known. Partitions in
+    ``note_handover``: the recipient's fence then needs no write), once its period is known, with the position of
+    its last checkpoint write if that was still in flight (``session.final``: the hand carries it). Partitions in
     ``skip`` (a release of theirs is in flight) are left out.
     """
     note = getattr(store, "note_handover", None)
@@ -36,7 +37,7 @@ def releases_of(
             continue
         record = replace(session.record, owner_id=session.release_to)
         if callable(note) and session.release_to and session.period is not None:
-            note(session.period, record)
+            note(session.period, record, session.final)
         releases.append(record)
     return releases
 

@@ -38,7 +38,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 
 from rxhubs._batch import OwnershipSession
-from rxhubs._models import CloseReason, Ownership, PartitionContext
+from rxhubs._models import Checkpoint, CloseReason, Ownership, PartitionContext
 from rxhubs._state import OperatorState
 
 __all__ = ["Flusher", "PartitionSession", "SessionState"]
@@ -80,6 +80,8 @@ class PartitionSession:
             (:attr:`Plan.release_to <rxhubs.balancing.Plan.release_to>`), or ``""`` (no owner).
         handed: True if the former owner handed the partition to this consumer (it drained it and wrote its final
             checkpoint where it stopped reading), rather than this consumer claiming it.
+        final: The position of the last checkpoint write, when it was still in flight as the partition became ready
+            for a handover (``flush(early=True)``): the release hands it to the recipient with the record.
 
     Example:
         >>> from rxhubs import Ownership, PartitionContext
@@ -98,6 +100,7 @@ class PartitionSession:
         "_reporter",
         "close_reason",
         "context",
+        "final",
         "handed",
         "period",
         "record",
@@ -121,6 +124,7 @@ class PartitionSession:
         self.store_timeout: float | None = None
         self.release_to = ""
         self.handed = False
+        self.final: Checkpoint | None = None
         self._flushers: dict[object, Flusher] = {}
         self._reporter: ErrorSink | None = None
         self._failer: ErrorSink | None = None
@@ -205,11 +209,16 @@ class PartitionSession:
         """Forget a flusher registered with ``key``."""
         self._flushers.pop(key, None)
 
-    def flush(self) -> Observable[None]:
+    def flush(self, *, early: bool = False) -> Observable[None]:
         """An Observable that runs every flusher and completes when all have finished.
 
         A flusher's error is logged and does not stop the others: the partition is released anyway (the
         next owner starts from the last checkpoint that was written; events after it are read again).
+
+        With ``early`` (a handover to a recipient, through a store whose hand carries a position), a lone flusher
+        that emits a :class:`~rxhubs.Checkpoint` (the checkpoint operator: its last write is sent, without state,
+        and nothing is left after it) has finished then: the position is kept as :attr:`final`, and the release
+        need not wait for the write's answer.
         """
 
         def subscribe(
@@ -220,26 +229,44 @@ class PartitionSession:
                 observer.on_completed()
                 return Disposable()
             remaining = len(flushers)
+            take_final = early and remaining == 1
 
-            def done(_: Any = None) -> None:
+            def done() -> None:
                 nonlocal remaining
                 remaining -= 1
                 if remaining == 0:
                     observer.on_completed()
 
-            def failed(exc: Exception) -> None:
-                log.warning("partition %s: checkpoint flush before release failed: %s", self.partition_id, exc)
-                done()
+            def run(flusher: Flusher) -> abc.DisposableBase:
+                finished = False
 
-            disposables = CompositeDisposable()
-            for flusher in flushers:
+                def finish(_: Any = None) -> None:
+                    nonlocal finished
+                    if not finished:
+                        finished = True
+                        done()
+
+                def emitted(value: Any) -> None:
+                    if take_final and isinstance(value, Checkpoint) and not finished:
+                        self.final = value
+                        finish()
+
+                def failed(exc: Exception) -> None:
+                    if finished:  # the write the release named failed: the recipient starts there anyway
+                        log.debug("partition %s: the last checkpoint write failed after the handover: %s",
+                                  self.partition_id, exc)
+                        return
+                    log.warning("partition %s: checkpoint flush before release failed: %s", self.partition_id, exc)
+                    finish()
+
                 try:
                     source = flusher(self)
                 except Exception as exc:
                     failed(exc)
-                    continue
-                disposables.add(source.subscribe(on_error=failed, on_completed=done, scheduler=scheduler))
-            return disposables
+                    return Disposable()
+                return source.subscribe(emitted, failed, finish, scheduler=scheduler)
+
+            return CompositeDisposable(*(run(flusher) for flusher in flushers))
 
         return reactivex.create(subscribe)
 

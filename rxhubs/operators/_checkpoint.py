@@ -84,6 +84,10 @@ class _Checkpointer:
             state.begin(session)  # a new period of ownership: from the stored checkpoint (and state) afresh
             if session is not None:
                 session.register(self, self._flusher)
+                if getattr(session, "handed", False):
+                    # handed over: the former owner's last write may still be landing, and every partition of the
+                    # handover starts at once; its first write waits one interval, not the first batch
+                    state.last_write_at = self._now()
         position = self.position(batch) if self.position is not None else None
         news, reordered = state.take(batch, position)
         if reordered and not self.warned_reorder:
@@ -184,6 +188,12 @@ class _Checkpointer:
 
             state.timer = self.scheduler.schedule_relative(delay, fire)
 
+    def _announce(self, state: _Partition, checkpoint: Checkpoint) -> None:
+        """A flush's last write (``checkpoint``) is sent: tell the flushers waiting, unless it carries state."""
+        if state.flushing and not state.state.stateful:
+            for tell in list(state.finals):
+                tell(checkpoint)
+
     def _write(self, state: _Partition, now: float) -> None:
         checkpoint = state.pending
         assert checkpoint is not None
@@ -241,6 +251,8 @@ class _Checkpointer:
             write.subscribe(on_error=failed, on_completed=done, scheduler=self.scheduler)
         except Exception as exc:
             failed(exc)
+        if state.in_flight is checkpoint and state.pending is None:
+            self._announce(state, checkpoint)
 
     def _fenced(
         self, state: _Partition, session: OwnershipSession, checkpoint: Checkpoint, error: OwnershipLostError
@@ -257,7 +269,7 @@ class _Checkpointer:
     def _settle(self, state: _Partition) -> None:
         if state.idle:
             state.flushing = bool(self.completing)
-            waiters, state.waiters = state.waiters, []
+            waiters, state.waiters, state.finals = state.waiters, [], []
             for wake in waiters:
                 wake()
             self._maybe_finish()
@@ -270,7 +282,7 @@ class _Checkpointer:
         failure = StoreError(message, retriable=False)
         failure.__cause__ = error
         state.pending = None
-        waiters, state.waiters = state.waiters, []
+        waiters, state.waiters, state.finals = state.waiters, [], []
         for wake in waiters:
             wake()
         session = state.session
@@ -287,14 +299,21 @@ class _Checkpointer:
         self.observer.on_error(failure)
 
     # -- flushing for the balancer (handover / release) ----------------------------------------------------
-    def _flusher(self, session: OwnershipSession) -> Observable[None]:
-        def subscribe(observer: abc.ObserverBase[None], _: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+    def _flusher(self, session: OwnershipSession) -> Observable[Checkpoint]:
+        def subscribe(
+            observer: abc.ObserverBase[Checkpoint], _: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
             state = self.partitions.get(session.context)
             if state is None or state.session is not session or state.idle:
                 observer.on_completed()
                 return Disposable()
             state.flushing = True
             state.waiters.append(observer.on_completed)
+            # once the last position is on its way (without state), a handover may name it rather than wait for
+            # the answer (PartitionSession.flush(early=True)); the flusher still completes on the answer
+            state.finals.append(observer.on_next)
+            if state.in_flight is not None and state.pending is None:  # sent before the flush
+                self._announce(state, state.in_flight)
             self._maybe_write(state)
             return Disposable()
 
@@ -322,8 +341,9 @@ def checkpoint(
     (:meth:`~rxhubs.EventBatch.with_events`) still counts with the last event it was read with.
 
     Per partition it remembers the newest event and writes at most one checkpoint per ``max_interval``
-    seconds (the first at once, then the latest when the interval is up), or after ``every`` batches when
-    given; writes are coalesced (latest wins), never go back, one at a time per partition and concurrent
+    seconds (the first at once, then the latest when the interval is up; the first of a partition another
+    consumer handed over once the interval is up too: that consumer wrote where it starts), or after ``every``
+    batches when given; writes are coalesced (latest wins), never go back, one at a time per partition and concurrent
     across partitions. It writes nothing for a partition this consumer no longer owns (handed over, stolen,
     expired: the batch's ownership session says so), and flushes the latest position when its source
     completes or errors, when :func:`rxhubs.partitions` hands a partition over or releases it at shutdown

@@ -105,6 +105,8 @@ class PartitionRecord:
     timer: abc.DisposableBase | None = None
     retrying: abc.DisposableBase | None = None  # the retry of a failed write, scheduled after its backoff
     waiters: list[Callable[[], None]] = field(default_factory=list)
+    #: Told the position of a flush's last write once it is sent (without state, nothing left after it)
+    finals: list[Callable[[Checkpoint], None]] = field(default_factory=list)
 
     @property
     def idle(self) -> bool:

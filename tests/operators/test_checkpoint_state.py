@@ -110,6 +110,9 @@ def test_a_handover_flushes_the_pair_and_the_next_owner_restores_it_and_reads_on
     assert restored == {"p": 3, "q": 1, "r": 1}  # the state of all 5 events: the flush wrote the last pair
     assert [e.sequence_number for b in batches_b for e in b] == [5, 6]  # no replay: b reads on after 4
     assert seen_a == [("0", None), ("1", None)]
+    written = {c.partition_id: c.sequence_number for c in store.peek(ns, name, "$Default")[1]}
+    assert written[moved] == 4  # a's flush: b's first write waits its interval (the partition was handed over)
+    scheduler.advance_to(40.0 + 60.0 + 1.0)
     position, state = read_pair(store, ns, name, moved)
     assert position == 6
     assert state is not None and state["counts"].keys == {"p": 3, "q": 2, "r": 1, "s": 1}
