@@ -48,7 +48,8 @@ class Consumer:
             if batch.events:
                 self.first.setdefault(batch.context.partition_id, time.monotonic())
 
-        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner_id, **{**SETTINGS, **options}).pipe(hops.process(work))
+        settings = {**SETTINGS, **options}
+        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner_id, **settings).pipe(hops.process(work))
         if checkpoints:
             pipeline = pipeline.pipe(hops.checkpoint(store, max_interval=0.0))
         self.task = asyncio.create_task(rxhubs.arun(pipeline, shutdown=self.stop, grace=10.0, signals=()))
@@ -121,7 +122,9 @@ class SlowAnswers(BlobCheckpointStore):
         self.answered[(checkpoint.partition_id, checkpoint.sequence_number)] = time.monotonic()
 
 
-async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(azurite: Any, blob_container: str) -> None:
+async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(
+    azurite: Any, blob_container: str
+) -> None:
     """``a``'s checkpoint writes are answered 1.5 s late. At the handover ``a`` releases each partition as soon as
     its last write is sent, the hand naming that write's position: ``b`` processes its first event of each handed
     partition before ``a`` hears that the write landed, starts right after ``a``'s last event, and nothing is
