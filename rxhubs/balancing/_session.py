@@ -22,8 +22,10 @@ before each write and registers a *flusher* the loop runs before releasing::
                    write refused by a fenced store, or not renewed within the ownership expiration ──> LOST
 
 ``RELEASED`` and ``LOST`` are final: :attr:`~PartitionSession.owned` is False in both, so nothing is written
-for the partition any more. A handover therefore writes the last checkpoint *before* the record is released,
-and the next owner starts right after it: no event is processed by two owners at a graceful handover.
+for the partition any more. A handover therefore writes the last checkpoint *before* the record is released
+(with a store whose hand carries a position, the release names that write and need not wait for its answer:
+:meth:`PartitionSession.flush`), and the next owner starts right after it: no event is processed by two owners at
+a graceful handover.
 """
 
 from __future__ import annotations
