@@ -31,6 +31,7 @@ from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
+from rxhubs.balancing._records import takes_hands
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.balancing._settings import ConsumerSettings, Hooks, pick
 from rxhubs.balancing._start_check import seeded_start, watch_range
@@ -298,7 +299,7 @@ class Consumer:
                     del self.streams[pid]
                 return
             # a handover through a store whose hand carries the position: released once the last write is sent
-            early = bool(session.release_to) and callable(getattr(self.loop.store, "note_handover", None))
+            early = bool(session.release_to) and takes_hands(self.loop.store)
             session.flush(early=early).subscribe(
                 on_completed=lambda: self.loop.ready(pid, failed=failed),
                 on_error=lambda _: self.loop.ready(pid, failed=failed),

@@ -8,7 +8,7 @@ from dataclasses import replace
 from rxhubs._models import Ownership
 from rxhubs.balancing._session import PartitionSession
 
-__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won"]
+__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won", "takes_hands"]
 
 
 def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
@@ -18,6 +18,11 @@ def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
         if record.partition_id.lower() == owner_id.lower():
             etag = record.etag
     return etag
+
+
+def takes_hands(store: object) -> bool:
+    """Whether ``store`` takes note of handovers (the blob store's ``note_handover``: a hand for the recipient)."""
+    return callable(getattr(store, "note_handover", None))
 
 
 def releases_of(
@@ -30,13 +35,13 @@ def releases_of(
     its last checkpoint write if that was still in flight (``session.final``: the hand carries it). Partitions in
     ``skip`` (a release of theirs is in flight) are left out.
     """
-    note = getattr(store, "note_handover", None)
+    note = getattr(store, "note_handover", None) if takes_hands(store) else None
     releases = []
     for session in sessions:
         if not session.ready or session.partition_id in skip:
             continue
         record = replace(session.record, owner_id=session.release_to)
-        if callable(note) and session.release_to and session.period is not None:
+        if note is not None and session.release_to and session.period is not None:
             note(session.period, record, session.final)
         releases.append(record)
     return releases

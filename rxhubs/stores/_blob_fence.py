@@ -143,7 +143,7 @@ class _FencedBlobWrites(_Hands, _Recycling):
             seen = await self._fence_reads.read(self._client, blob_names(ownership, ""), own_name, name)
             if seen is not None:
                 _check_version_of(seen[0], ownership)
-                handed_by, hand = _metadata(seen[0]).get(HANDED_KEY), _metadata(seen[0]).get(HANDED_AT_KEY)
+                own = _metadata(seen[0])
                 try:
                     reads: list[Any] = [None, await read(seen[1])]
                 except ResourceModifiedError as exc:  # the body changed since the listing: read it again below
@@ -155,7 +155,7 @@ class _FencedBlobWrites(_Hands, _Recycling):
                     raise outcome
             if seen is None:
                 own = {} if isinstance(reads[0], BaseException) else _metadata(reads[0])
-                handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
+            handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
             for attempt in range(_ATTEMPTS):
                 if attempt > 0 or isinstance(first, ResourceModifiedError):

@@ -139,9 +139,8 @@ class _Hands:
         if seen is None:
             return None
         at, hand_key = seen
-        etag, _, rest = at.partition(" ")
-        number, _, offset = rest.partition(" ")
-        checkpoint = checkpoint_of(ownership, {"sequencenumber": number, "offset": offset})
+        etag = at.partition(" ")[0]
+        checkpoint = hand_position(ownership, at)
         if checkpoint is None or not etag:  # malformed: the fence reads the blob
             return None
         if etag == WRITING:  # the handing period's last write was in flight: the first write reads the etag, and

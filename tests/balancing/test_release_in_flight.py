@@ -22,7 +22,7 @@ from rxhubs.testing import InMemoryEventHub
 
 GROUP = "$Default"
 FAST: dict[str, Any] = {
-    "load_balancing_interval": 0.1, "ownership_expiration": 0.6, "max_wait": 0.05, "store_timeout": 60.0,
+    "load_balancing_interval": 0.1, "ownership_expiration": 3.0, "max_wait": 0.05, "store_timeout": 60.0,
 }
 
 

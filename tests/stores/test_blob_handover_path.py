@@ -11,8 +11,8 @@ nothing lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -40,13 +40,10 @@ class Consumer:
         self, hub: InMemoryEventHub, store: BlobCheckpointStore, owner_id: str, checkpoints: bool, **options: Any
     ) -> None:
         self.processed: list[tuple[str, int]] = []
-        self.first: dict[str, float] = {}  # when it processed its first event of each partition
         self.stop = rxhubs.Shutdown()
 
         def work(batch: EventBatch) -> None:
             self.processed += [(batch.context.partition_id, e.sequence_number) for e in batch.events]
-            if batch.events:
-                self.first.setdefault(batch.context.partition_id, time.monotonic())
 
         settings = {**SETTINGS, **options}
         pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner_id, **settings).pipe(hops.process(work))
@@ -110,29 +107,32 @@ async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_st
     assert len(everything) == len(set(everything))
 
 
-class SlowAnswers(BlobCheckpointStore):
-    """The blob store whose checkpoint writes are answered 1.5 s late (a busy storage account): each write lands,
-    and its caller hears of it 1.5 s later. Notes when each write of each partition was answered."""
+class HeldAnswers(BlobCheckpointStore):
+    """The blob store whose checkpoint writes land at once and are answered only once :attr:`release` is set (or 4 s
+    later, so that a release that waits for an answer still gets one: a busy storage account)."""
 
-    answered: dict[tuple[str, int], float]
+    release: asyncio.Event
+    answered: set[tuple[str, int]]
 
     async def update_checkpoint_fenced(self, checkpoint: rxhubs.Checkpoint, ownership: rxhubs.Ownership) -> None:
         await super().update_checkpoint_fenced(checkpoint, ownership)
-        await asyncio.sleep(1.5)
-        self.answered[(checkpoint.partition_id, checkpoint.sequence_number)] = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.release.wait(), 4.0)
+        self.answered.add((checkpoint.partition_id, checkpoint.sequence_number))
 
 
 async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(
     azurite: Any, blob_container: str
 ) -> None:
-    """``a``'s checkpoint writes are answered 1.5 s late. At the handover ``a`` releases each partition as soon as
-    its last write is sent, the hand naming that write's position: ``b`` processes its first event of each handed
-    partition before ``a`` hears that the write landed, starts right after ``a``'s last event, and nothing is
-    processed twice or lost. (Waiting for the answer, ``b`` would start 1.5 s later.)"""
+    """``a``'s checkpoint writes are answered only once ``b`` has read both partitions it is handed. At the handover
+    ``a`` releases each partition as soon as its last write is sent, the hand naming that write's position: ``b``
+    processes its first event of each handed partition while ``a`` has not heard that the write landed, starts
+    right after ``a``'s last event, and nothing is processed twice or lost. (Waiting for the answer, ``b`` would
+    start only once the answers came, 4 s later.)"""
     hub = InMemoryEventHub(partition_count=4)
-    slow = SlowAnswers.from_connection_string(azurite.connection_string, blob_container)
-    slow.answered = {}
-    stores = [slow, BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container)]
+    held = HeldAnswers.from_connection_string(azurite.connection_string, blob_container)
+    held.release, held.answered = asyncio.Event(), set()
+    stores = [held, BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container)]
 
     async def feed() -> None:
         while True:
@@ -140,12 +140,18 @@ async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(
             await asyncio.sleep(0.02)
 
     feeder = asyncio.create_task(feed())
-    a = Consumer(hub, stores[0], "a", checkpoints=True, store_timeout=5.0)  # (writes take 1.5 s)
+    a = Consumer(hub, stores[0], "a", checkpoints=True, store_timeout=10.0)  # (answers may take 4 s)
     await until(lambda: len(a.partitions()) == 4)
+    held.release.set()  # a's first writes answered; from now on they are held again
+    await until(lambda: len(held.answered) >= 4)
+    held.release.clear()
     b = Consumer(hub, stores[1], "b", checkpoints=True)
     await until(lambda: len(b.partitions()) == 2)
     handed = b.partitions()
-    await asyncio.sleep(2.0)  # every write of a's is answered by now
+    # b read both before a heard that its last writes of them landed
+    unanswered = {pid: max(n for p, n in a.processed if p == pid) for pid in handed}
+    assert not {(pid, n) for pid, n in unanswered.items()} & held.answered, (unanswered, sorted(held.answered))
+    held.release.set()
     feeder.cancel()
     await a.close()
     await b.close()
@@ -155,7 +161,6 @@ async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(
         last = max(n for p, n in a.processed if p == pid)
         by_b = [n for p, n in b.processed if p == pid]
         assert by_b[0] == last + 1, (pid, last, by_b[:3])  # right after a's last event
-        assert (pid, last) in slow.answered, (pid, last, sorted(k for k in slow.answered if k[0] == pid)[-3:])
-        assert b.first[pid] < slow.answered[(pid, last)], (pid, b.first[pid], slow.answered[(pid, last)])
+        assert (pid, last) in held.answered  # and that last write did land
     everything = sorted(a.processed + b.processed)
     assert len(everything) == len(set(everything))
