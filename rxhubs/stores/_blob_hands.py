@@ -165,7 +165,15 @@ def offset_text(checkpoint: Checkpoint) -> str:
 
 
 def hand_position(o: Ownership, hand: str | None) -> Checkpoint | None:
-    """The position a hand (:data:`HANDED_AT_KEY`: etag, sequence number, offset) gives, if it gives one."""
+    """The position a hand (:data:`HANDED_AT_KEY`: etag, sequence number, offset) gives, if it gives one.
+
+    A malformed hand gives none (the fence then reads the checkpoint blob).
+
+    Example:
+        >>> o = Ownership("ns", "hub", "$Default", "0", "b")
+        >>> hand_position(o, "- 9 90").sequence_number, hand_position(o, "0x1 x 90"), hand_position(o, None)
+        (9, None, None)
+    """
     if not hand:
         return None
     number, _, offset = hand.partition(" ")[2].partition(" ")
