@@ -19,7 +19,6 @@ long pause, so it is switched off once the Open carrying the idle timeout has be
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import math
 import time
@@ -250,17 +249,6 @@ def _settle(task: asyncio.Task[Any]) -> None:
         task.exception()  # retrieved: a late failure of abandoned work is not "never retrieved"
 
 
-def _collect_abandoned(task: asyncio.Task[Any]) -> None:
-    """After a cut-off management call: close the socket azure-eventhub abandoned, now.
-
-    The SDK closes a management connection only once its AMQP session began; one cut off during its handshake is
-    left to the garbage collector, which closes it whenever it runs (possibly after the event loop is gone). A
-    collection now (rare: only after a timeout) closes it while the loop runs.
-    """
-    _settle(task)
-    gc.collect()
-
-
 async def watched(work: Coroutine[Any, Any, T], watchdog: Watchdog, stalled: Callable[[float], Exception]) -> T:
     """Await ``work`` unless ``watchdog`` finds the path dead first: then cancel it and raise ``stalled(silent)``.
 
@@ -291,7 +279,9 @@ async def bounded(work: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
     """Await ``work`` for at most ``timeout`` seconds, else raise a retriable ``TransportError``.
 
     The work runs as its own task and is cancelled on timeout without being waited for: its clean-up (closing a
-    connection that went silent) must not hold the caller.
+    connection that went silent) must not hold the caller. A management call the SDK would leave half-open if
+    cancelled runs on under :class:`~rxhubs.transport._orphans.Orphans` (the hub wraps it): nothing here collects
+    garbage, which would pause every partition of the process for as long as a full collection of its heap takes.
 
     Example:
         >>> asyncio.run(bounded(asyncio.sleep(0, "done"), 1.0, "nothing"))
@@ -302,10 +292,10 @@ async def bounded(work: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
         task.cancel()
-        task.add_done_callback(_collect_abandoned)
+        task.add_done_callback(_settle)
         raise
     if done:
         return task.result()
     task.cancel()
-    task.add_done_callback(_collect_abandoned)
+    task.add_done_callback(_settle)
     raise TransportError(f"{what}: no answer within {timeout:g} s; the connection is presumed dead")
