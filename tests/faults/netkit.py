@@ -190,12 +190,20 @@ class Run:
     def __enter__(self) -> Run:
         self._sampling = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True, name="renewals")
+        self.beats: list[float] = []
+        threading.Thread(target=self._beat, daemon=True, name="heartbeat").start()
         self.a.start_and_wait()
         self.b.start_and_wait()
         self._sampler.start()
         self.producer.start()
         self.settle()
         return self
+
+    def _beat(self) -> None:
+        """Note the time every 20 ms: a gap here is the whole process stalled (the machine), not the library."""
+        while not self._sampling.is_set():
+            self.beats.append(time.time())
+            time.sleep(0.02)
 
     def _sample(self) -> None:
         """List the ownership records every 0.1 s (a renewal stands 1 s: none is missed) until the run ends."""
@@ -249,6 +257,26 @@ class Run:
         got = {p for p, _, _, at in consumer.snapshot() if since <= at <= until}
         return set(partitions) <= got
 
+    def around(self, since: float, until: float, origin: float) -> str:
+        """What each consumer read and the producer sent per partition around ``since``-``until`` (a failure's why)."""
+
+        def near(times: Iterable[float]) -> str:
+            inside = sorted(t - origin for t in times if since - 1.0 <= t <= until + 1.0)
+            return " ".join(f"{t:.2f}" for t in inside[:: max(1, len(inside) // 12)])
+
+        lines = []
+        for pid in sorted(self.a_partitions | self.b_partitions):
+            sent = [b.started_at for b in list(self.producer.batches) if b.partition_id == pid]
+            lines.append(f"partition {pid}: sent at [{near(sent)}]")
+            for consumer in (self.a, self.b):
+                read = [at for p, _, _, at in consumer.snapshot() if p == pid]
+                if read:
+                    lines.append(f"  {consumer.owner} read at [{near(read)}]")
+        beats = [t for t in self.beats if since - 1.0 <= t <= until + 1.0]
+        stalls = [(a - origin, b - a) for a, b in pairwise(beats) if b - a > 0.1]
+        lines.append("the process stalled (from, for): " + (", ".join(f"{a:.2f} {g:.2f}" for a, g in stalls) or "no"))
+        return "seconds into the fault:\n" + "\n".join(lines)
+
     def renewals(self) -> dict[str, tuple[str, float]]:
         """Partition -> (owner, when its record was last renewed), as the store has it now."""
 
@@ -297,7 +325,8 @@ class Run:
         while at + step <= fault_to:
             assert self.reading(self.b, self.b_partitions, at, at + step), (
                 f"b read nothing of some of {sorted(self.b_partitions)} between "
-                f"{at - fault_from:.1f} s and {at + step - fault_from:.1f} s into the fault"
+                f"{at - fault_from:.1f} s and {at + step - fault_from:.1f} s into the fault; "
+                + self.around(at, at + step, fault_from)
             )
             at += step
         rows = self.a.snapshot()
