@@ -65,7 +65,10 @@ class Orphans:
             task.exception()  # retrieved: its caller is gone, and the error was a timeout's consequence
 
     async def close(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the calls still running, then cancel what is left."""
+        """Wait up to ``timeout`` seconds for the calls still running, then cancel what is left.
+
+        Cancelled calls get as long again to finish, then one garbage collection closes the sockets they left.
+        """
         running = set(self._running)
         if not running:
             return
