@@ -35,7 +35,7 @@ SCENARIOS = {
     "workers": "rxhubs.bench._workers",
     "silent": "rxhubs.bench._silent",
     "publish": "rxhubs.bench._publish",
-    "chaos": "rxhubs.bench._chaos",
+    "chaos": "rxhubs.chaos._scenario",
     "state": "rxhubs.bench._state",
     "exactly-once": "rxhubs.bench._exactly_once",
 }

@@ -1,6 +1,6 @@
 """The chaos run's checker and plan, on synthetic ledgers: each failure kind is caught, each explained case is not.
 
-Pure functions, no processes: a run's files are built here record by record (see ``rxhubs.bench._chaos_worker``
+Pure functions, no processes: a run's files are built here record by record (see ``rxhubs.chaos._worker``
 for their shape) and checked.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from rxhubs.bench._chaos_check import check_checkpoints, check_events, check_exclusive, read_jsonl
-from rxhubs.bench._chaos_plan import CONSUMERS, FAULT_TYPES, _occupies, make_schedule
-from rxhubs.bench._chaos_recovery import healthy, lag_series, recovery
-from rxhubs.bench._chaos_report import analyze, figures
+from rxhubs.chaos._check import check_checkpoints, check_events, check_exclusive, read_jsonl
+from rxhubs.chaos._plan import CONSUMERS, FAULT_TYPES, _occupies, make_schedule
+from rxhubs.chaos._recovery import healthy, lag_series, recovery
+from rxhubs.chaos._report import analyze, figures
 
 
 class Run:

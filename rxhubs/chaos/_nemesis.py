@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._chaos_plan import CONSUMERS, Fault
+from rxhubs.chaos._plan import CONSUMERS, Fault
 
 
 class Consumer:
@@ -38,7 +38,7 @@ class Consumer:
         label = f"{self.name}.{self.incarnation}"
         with open(self.out / f"consumer-{label}.log", "w") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rxhubs.bench._chaos_worker", "--name", self.name, "--incarnation",
+                [sys.executable, "-m", "rxhubs.chaos._worker", "--name", self.name, "--incarnation",
                  str(self.incarnation), "--ledger", str(self.out / f"ledger-{label}.jsonl"), "--container",
                  self.container],
                 env={**os.environ, **self.env}, stdin=subprocess.PIPE, stdout=stderr, stderr=stderr, text=True,

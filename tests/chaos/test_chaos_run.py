@@ -1,7 +1,7 @@
 """``rxhubs bench chaos`` end to end, short: real processes, real proxies, real emulator faults; it must PASS.
 
 Seed 32 over 60 s plans a forced close of every connection, a hub path cut mid-frame for one consumer and a
-stolen link (``rxhubs.bench._chaos_plan.make_schedule(32, 60)``); the eight-minute runs of
+stolen link (``rxhubs.chaos._plan.make_schedule(32, 60)``); the eight-minute runs of
 docs/performance.md inject every fault type.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rxhubs.bench._chaos import SMOKE_SEED
-from rxhubs.bench._chaos_plan import make_schedule
+from rxhubs.chaos._plan import make_schedule
+from rxhubs.chaos._scenario import SMOKE_SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = SMOKE_SEED  # what --smoke runs, over 60 s

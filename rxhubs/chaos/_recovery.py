@@ -2,9 +2,9 @@
 
 * **Lag** at time t, per partition: t minus the send time of the oldest event sent by t that nobody had
   processed by t (0 when everything sent was processed); the run's lag is the largest over partitions.
-* **Owned** at time t: partitions (of those the hub had then) with a session (``_chaos_check.sessions``) whose
+* **Owned** at time t: partitions (of those the hub had then) with a session (``_check.sessions``) whose
   incarnation was alive and not paused at t.
-* **Recovered** after a fault: from its reference point (its start or end, by type: ``_chaos_plan``), the first
+* **Recovered** after a fault: from its reference point (its start or end, by type: ``_plan``), the first
   sample from which every partition is owned and the lag is under 2 s for 3 s in a row. A fault meets its
   bound when it recovered by "reference + bound"; another fault that began before the first had recovered
   and before that deadline (and had not itself recovered before the first's reference) extends the deadline
@@ -20,8 +20,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from rxhubs.bench._chaos_check import Session
-from rxhubs.bench._chaos_plan import FAULT_TYPES, LAG_OK, STABLE
+from rxhubs.chaos._check import Session
+from rxhubs.chaos._plan import FAULT_TYPES, LAG_OK, STABLE
 
 STEP = 0.25
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._chaos_plan import FAULT_TYPES, LAG_OK
+from rxhubs.chaos._plan import FAULT_TYPES, LAG_OK
 
 COLOURS = {"hub": "tab:orange", "store": "tab:purple", "emulator": "tab:red", "process": "tab:brown",
            "clock": "tab:olive"}

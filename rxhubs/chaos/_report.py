@@ -4,7 +4,7 @@ A run's output folder holds ``schedule.json`` (the seed's plan), ``run.json`` (w
 with their real times, process kills/pauses/restarts, the partition count over time), ``producer.jsonl``
 (``{"id", "p", "t", "ok"}`` per event sent), ``stored.jsonl`` (the hub's contents read back at the end),
 ``links.jsonl`` (the emulator's link log) and one ``ledger-NAME.INCARNATION.jsonl`` per consumer process.
-:func:`analyze` is pure; :func:`report_dir` reads a folder (``python -m rxhubs.bench._chaos_report DIR``
+:func:`analyze` is pure; :func:`report_dir` reads a folder (``python -m rxhubs.chaos._report DIR``
 re-checks a finished run).
 """
 
@@ -16,10 +16,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._chaos_check import check_checkpoints, check_events, check_exclusive, read_jsonl, sessions
-from rxhubs.bench._chaos_plan import FAULT_TYPES
-from rxhubs.bench._chaos_recovery import by_type, drain_seconds, healthy, lag_series, owned_series, recovery
 from rxhubs.bench._report import figure
+from rxhubs.chaos._check import check_checkpoints, check_events, check_exclusive, read_jsonl, sessions
+from rxhubs.chaos._plan import FAULT_TYPES
+from rxhubs.chaos._recovery import by_type, drain_seconds, healthy, lag_series, owned_series, recovery
 
 #: Report keys that must be 0 for a PASS.
 MUST_BE_ZERO = ("lost", "phantoms", "wrong_partition", "internal_violations", "duplicates_unexplained",
@@ -28,7 +28,7 @@ MUST_BE_ZERO = ("lost", "phantoms", "wrong_partition", "internal_violations", "d
 
 def analyze(*, stored: list[dict[str, Any]], sent: list[dict[str, Any]], ledger: list[dict[str, Any]],
             run: dict[str, Any], link_log: list[dict[str, Any]]) -> dict[str, Any]:
-    """The full report of one run (see the module docs of ``_chaos_check`` and ``_chaos_recovery``)."""
+    """The full report of one run (see the module docs of ``_check`` and ``_recovery``)."""
     procs = run.get("procs", [])
     report: dict[str, Any] = {"seed": run.get("seed"), "duration_s": run.get("duration"),
                               "produced": len(sent), "produced_acked": sum(bool(r.get("ok")) for r in sent)}
@@ -101,7 +101,7 @@ def load_dir(out: Path) -> dict[str, Any]:
 
 def report_dir(out: Path) -> dict[str, Any]:
     """Check a finished run's folder: write ``chaos_report.json`` (without the series) and the lag plot."""
-    from rxhubs.bench._chaos_plot import plot_lag
+    from rxhubs.chaos._plot import plot_lag
 
     report = analyze(**load_dir(out))
     plot_lag(out / "chaos_lag.png", report)

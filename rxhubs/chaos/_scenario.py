@@ -3,12 +3,12 @@
 ``rxhubs bench chaos --seed N --duration S --out DIR``. Topology (everything on 127.0.0.1): the rxhubs emulator
 (in this process, durable: ``data_dir``; hub ``chaos`` with 4 partitions, grown to 6 once), Azurite, a producer
 of numbered events (about 120 events/s, straight to the emulator; each body ``{"id", "p"}`` carries a unique id
-and the partition it is meant for), and three consumer processes (``_chaos_worker``: ``rxhubs.consume`` +
+and the partition it is meant for), and three consumer processes (``_worker``: ``rxhubs.consume`` +
 ``hops.checkpoint`` on a ``BlobCheckpointStore``; balancing every 2 s, expiry 12 s, a checkpoint a second),
 each behind its own ``FaultProxy`` toward the hub and another toward the store. The seed's schedule
-(``_chaos_plan``) is printed and written to ``schedule.json``; the nemesis (``_chaos_nemesis``) follows it.
+(``_plan``) is printed and written to ``schedule.json``; the nemesis (``_nemesis``) follows it.
 After the chaos phase every fault is healed, the producer stops, the consumers drain and stop gracefully, the
-hub's contents are read back, and the checker (``_chaos_report``) writes ``chaos_report.json`` and
+hub's contents are read back, and the checker (``_report``) writes ``chaos_report.json`` and
 ``chaos_lag.png``, prints the report and one ``PASS`` or ``FAIL`` line.
 """
 
@@ -25,10 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from rxhubs.bench._chaos_nemesis import ACTIONS, Consumer, Rig, heal_all
-from rxhubs.bench._chaos_plan import CONSUMERS, Fault, describe, make_schedule
-from rxhubs.bench._chaos_report import figures, report_dir
 from rxhubs.bench._report import sized
+from rxhubs.chaos._nemesis import ACTIONS, Consumer, Rig, heal_all
+from rxhubs.chaos._plan import CONSUMERS, Fault, describe, make_schedule
+from rxhubs.chaos._report import figures, report_dir
 
 HUB = "chaos"
 RATE = 120  # events/s
@@ -297,7 +297,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     """The ``rxhubs bench chaos`` entry: prints the report and PASS/FAIL; returns the bench figures."""
     seed = getattr(args, "seed", None)
     if seed is None and getattr(args, "smoke", False):
-        seed = SMOKE_SEED  # a known short schedule (tests/bench/test_chaos_run.py runs exactly this)
+        seed = SMOKE_SEED  # a known short schedule (tests/chaos/test_chaos_run.py runs exactly this)
     seed = int(seed) if seed is not None else random.randrange(1, 10_000)
     duration = float(getattr(args, "duration", None) or sized(args, 480.0, 180.0, 60.0))
     # not the current folder: a chaos-SEED/ folder appeared in the user's repository

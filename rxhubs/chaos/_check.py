@@ -1,4 +1,4 @@
-"""The chaos run's ledger checker, safety half: pure functions over the ledgers (see ``_chaos_worker``).
+"""The chaos run's ledger checker, safety half: pure functions over the ledgers (see ``_worker``).
 
 Inputs (plain dicts, as the JSON-lines files hold them):
 

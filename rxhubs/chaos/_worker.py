@@ -1,6 +1,6 @@
 """One consumer process of the ``chaos`` scenario: ``rxhubs.consume`` + ``hops.checkpoint``, keeping a ledger.
 
-``python -m rxhubs.bench._chaos_worker --name c1 --incarnation 2 --ledger PATH --container C`` with
+``python -m rxhubs.chaos._worker --name c1 --incarnation 2 --ledger PATH --container C`` with
 ``RXHUBS_CHAOS_EVENTHUB`` (the hub), ``RXHUBS_CHAOS_ENDPOINT`` (this consumer's fault proxy toward it) and
 ``RXHUBS_CHAOS_STORAGE`` (Azurite, through its store proxy). Its owner id is ``NAME.INCARNATION``, so a
 restarted process is a new owner that takes over through the store like any other. The ledger is JSON lines,
@@ -36,7 +36,7 @@ from typing import Any
 
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from rxhubs.bench._chaos_plan import CHECKPOINT_INTERVAL, EXPIRY, INTERVAL
+from rxhubs.chaos._plan import CHECKPOINT_INTERVAL, EXPIRY, INTERVAL
 from rxhubs.stores import CheckpointStore
 
 
