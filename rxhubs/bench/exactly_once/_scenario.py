@@ -48,7 +48,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             for impl in IMPLS:
                 out = Path(folder) / f"{impl}-{trial}"
                 result = run_worker(
-                    "rxhubs.bench._exactly_once_worker",
+                    "rxhubs.bench.exactly_once._worker",
                     ["--impl", impl, "--events", str(events), "--out", str(out)], env,
                 )
                 if result["rows"] != events:

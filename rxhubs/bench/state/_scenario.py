@@ -1,7 +1,7 @@
 """Scenario ``state``: a windowed count with its state checkpointed against the same count kept in memory only.
 
 Same emulator (its own process), same pre-filled partitions, fresh processes per trial, alternating sides
-(``_state_worker``). The count is per device and minute of event time (events of about 1 KB; the device and the
+(``_worker``). The count is per device and minute of event time (events of about 1 KB; the device and the
 event time are application properties); ``state`` is ``hops.window`` with its state committed with each
 checkpoint, ``plain`` the same count in a dict that is never saved. Both checkpoint every second into an
 in-memory store that counts writes.
@@ -10,7 +10,7 @@ in-memory store that counts writes.
   Wall clock (``ratio``) and whole-process CPU time (``cpu_ratio``, plain over state, from the first batch to
   the last) are printed beside it, but both move with the machine: on two shared cores the same code's CPU
   time moved by up to 2x within minutes, and plain against plain gave 0.74x to 1.72x. So each trial's CPU is
-  split (``_state_worker.CpuSplit``) into its pipeline after the source (``pipeline_cpu_s``: count, clock,
+  split (``_worker.CpuSplit``) into its pipeline after the source (``pipeline_cpu_s``: count, clock,
   checkpoint with its state), garbage collection (``gc_s``, wherever it ran) and the source path
   (``source_cpu_s``: receive, conversion, event loop, store calls: the same code on the same events on both
   sides, run in the same seconds, so it clocks the trial's machine speed). ``normalised_ratio`` is the median
@@ -40,7 +40,7 @@ PARTITIONS = 4
 DEVICES = 100
 BASE = 1_767_225_600.0  # 2026-01-01T00:00:00Z: synthetic event time
 PAD = 900  # bytes of padding: events of about 1 KB
-WORKER = "rxhubs.bench._state_worker"
+WORKER = "rxhubs.bench.state._worker"
 
 
 def _send(connection_string: str, per_partition: dict[str, list[tuple[dict[str | bytes, Any], str]]]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from reactivex import abc
 
 from rxhubs._models import Ownership
-from rxhubs.bench._sim import EXPIRY, GROUP, INTERVAL, _Group, _World
+from rxhubs.bench.rebalance._sim import EXPIRY, GROUP, INTERVAL, _Group, _World
 from rxhubs.stores._sdk import _ownership_dict as _to_dict  # the SDK's record shape, as the adapter writes it
 
 OFFICIAL = "azure-eventhub EventProcessor rules (_balance_ownership, greedy)"

@@ -1,6 +1,6 @@
 """One ``workers`` trial in a fresh process: ``run_workers`` with N workers drains pre-filled partitions.
 
-Run as ``python -m rxhubs.bench._workers_trial --workers N --store PATH --out DIR --events E``, with the hub's
+Run as ``python -m rxhubs.bench.workers._trial --workers N --store PATH --out DIR --events E``, with the hub's
 connection string in RXHUBS_BENCH_EVENTHUB. Each worker notes its event count and its first and last event
 times in ``DIR/<owner>.json`` after every batch; once all ``E`` events are in, the trial stops the workers
 (as Ctrl-C would) and prints one JSON object: events, seconds from the first event to the last, events/s.

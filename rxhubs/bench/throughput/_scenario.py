@@ -63,7 +63,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             for _ in range(repeat):
                 for impl, impl_env in IMPLS.items():
                     result = run_worker(
-                        "rxhubs.bench._throughput_worker",
+                        "rxhubs.bench.throughput._worker",
                         ["--impl", "sdk" if impl == "sdk" else "rxhubs", "--profile", profile, "--events", str(events),
                          "--container", f"bench-{uuid.uuid4().hex[:12]}"],
                         {**env, **impl_env},

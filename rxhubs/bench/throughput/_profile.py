@@ -1,6 +1,6 @@
 """Per-event CPU breakdown of one throughput trial, rxhubs against the raw SDK (docs/performance.md's table).
 
-``python -m rxhubs.bench._profile`` (needs ``pip install py-spy``) starts an emulator in its own process and
+``python -m rxhubs.bench.throughput._profile`` (needs ``pip install py-spy``) starts an emulator in its own process and
 Azurite, fills 4 partitions with 1 KB events, then runs the throughput scenario's tuned trial for each side
 in a fresh process under py-spy (sampling, 250 Hz, idle time left out), and prints per side the microseconds
 of CPU per event by where the sampled frame was: the AMQP stack (``azure.eventhub._pyamqp``), the rest of
@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from rxhubs.bench._procs import emulator_process
-from rxhubs.bench._throughput import HUB, PARTITIONS, _prefill
+from rxhubs.bench.throughput._scenario import HUB, PARTITIONS, _prefill
 
 RATE = 250
 # py-spy names frames "function (package/module.py:line)", the path cut below site-packages/azure
@@ -74,7 +74,7 @@ def main() -> None:
             out = Path(tmp) / f"{impl}.txt"
             result = subprocess.run(
                 [spy, "record", "--rate", str(RATE), "--format", "raw", "--output", str(out), "--",
-                 sys.executable, "-m", "rxhubs.bench._throughput_worker", "--impl", impl, "--profile", "tuned",
+                 sys.executable, "-m", "rxhubs.bench.throughput._worker", "--impl", impl, "--profile", "tuned",
                  "--events", str(args.events), "--container", f"profile-{uuid.uuid4().hex[:12]}"],
                 env=env, capture_output=True, text=True, timeout=600,
             )

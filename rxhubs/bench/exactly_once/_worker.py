@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._throughput_worker import Clock
+from rxhubs.bench.throughput._worker import Clock
 
 SETTINGS: dict[str, Any] = {"max_batch_size": 500, "prefetch": 2000, "max_inflight": 32}
 

@@ -26,9 +26,9 @@ from typing import Any
 from reactivex import abc
 
 from rxhubs.balancing import partitions
-from rxhubs.bench._official import OFFICIAL, _Official
 from rxhubs.bench._report import figure, sized
-from rxhubs.bench._sim import EXPIRY, GROUP, INTERVAL, _Group, _Store, _World
+from rxhubs.bench.rebalance._official import OFFICIAL, _Official
+from rxhubs.bench.rebalance._sim import EXPIRY, GROUP, INTERVAL, _Group, _Store, _World
 
 VIRTUAL_TIME = True  # TestScheduler only: figures are deterministic, CI requires every `met`
 

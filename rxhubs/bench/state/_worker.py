@@ -1,6 +1,6 @@
 """One trial of the ``state`` scenario in a fresh process; prints one JSON object.
 
-``python -m rxhubs.bench._state_worker throughput --mode state|plain --events N`` reads the hub of
+``python -m rxhubs.bench.state._worker throughput --mode state|plain --events N`` reads the hub of
 ``RXHUBS_BENCH_EVENTHUB`` from the start and counts events per device and minute of event time: ``state`` with
 ``hops.window`` (its state committed with each checkpoint), ``plain`` with the same count in a dict that is never
 saved. Both checkpoint into an in-memory store that counts its writes per partition (and notes when each was
@@ -19,7 +19,7 @@ the same process in the same seconds, interleaved batch by batch, so it clocks e
 bench compares ``(pipeline + gc) / source`` of the two sides. Garbage collection counts as the sides' own cost,
 wherever it ran, as it grows with what the pipeline keeps alive.
 
-``python -m rxhubs.bench._state_worker handover --mode state|plain --keys K`` reads the one-partition hub of
+``python -m rxhubs.bench.state._worker handover --mode state|plain --keys K`` reads the one-partition hub of
 ``RXHUBS_BENCH_HANDOVER``: owner ``a`` reads everything (``state``: one window per key, each holding a 1 KiB
 value) and stops, releasing the partition (its state flushed with the checkpoint); one more event is sent;
 owner ``b`` starts and the time from its start to that event's batch is the handover time.

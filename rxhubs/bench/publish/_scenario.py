@@ -34,7 +34,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
         rates: dict[str, list[float]] = {"sdk": [], "rxhubs": []}
         for _ in range(repeat):
             for impl in ("sdk", "rxhubs"):
-                result = run_worker("rxhubs.bench._publish_worker", ["--impl", impl, "--events", str(events)], env)
+                result = run_worker("rxhubs.bench.publish._worker", ["--impl", impl, "--events", str(events)], env)
                 rates[impl].append(result["events_per_s"])
     pairs = [r / s for r, s in zip(rates["rxhubs"], rates["sdk"], strict=True)]
     result = figure(

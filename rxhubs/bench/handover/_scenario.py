@@ -41,9 +41,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._handover_worker import INTERVAL
 from rxhubs.bench._procs import emulator_process
 from rxhubs.bench._report import figure, sized
+from rxhubs.bench.handover._worker import INTERVAL
 
 PARTITIONS = 16
 QUICK_PARTITIONS = 8
@@ -122,7 +122,7 @@ def achieved_rate(sent: list[tuple[float, int]], began: float, ended: float) -> 
 def _trial(
     impl: str, env: dict[str, str], folder: Path, alone: float, together: float, unfenced: bool = False
 ) -> dict[str, Any]:
-    """Run A, then B as well; return what each recorded (see _handover_worker), and the run's length."""
+    """Run A, then B as well; return what each recorded (see handover._worker), and the run's length."""
     container = f"handover-{uuid.uuid4().hex[:10]}"
     if impl == "sdk":
         import asyncio
@@ -144,7 +144,7 @@ def _trial(
         if logs:
             stderr = files[owner] = open(Path(logs) / f"{container}-{impl}-{owner}.log", "w")  # noqa: SIM115
         procs[owner] = subprocess.Popen(
-            [sys.executable, "-m", "rxhubs.bench._handover_worker", "--impl", impl, "--owner", owner,
+            [sys.executable, "-m", "rxhubs.bench.handover._worker", "--impl", impl, "--owner", owner,
              "--container", container, "--out", str(folder / f"{impl}-{owner}.json"),
              *(["--unfenced"] if unfenced and impl == "rxhubs" else [])],
             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=stderr, text=True,

@@ -38,7 +38,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             for workers in (1, 2):
                 folder = Path(tmp) / f"{trial}-{workers}"
                 result = run_worker(
-                    "rxhubs.bench._workers_trial",
+                    "rxhubs.bench.workers._trial",
                     ["--workers", str(workers), "--store", str(folder / "cp.sqlite"), "--out", str(folder / "out"),
                      "--events", str(events)],
                     env,

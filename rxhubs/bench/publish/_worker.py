@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any
 
-from rxhubs.bench._throughput_worker import Clock
+from rxhubs.bench.throughput._worker import Clock
 
 TUNED: dict[str, Any] = {"max_batch_size": 500, "prefetch": 1000}
 

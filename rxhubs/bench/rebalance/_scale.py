@@ -1,6 +1,6 @@
 """``rxhubs bench scale``: beyond this machine, by simulation (1,024 partitions, 1 -> 200 -> 50 consumers).
 
-The simulation itself lives in :mod:`rxhubs.bench._rebalance` (the real planner and balancing loop in virtual
+The simulation itself lives in :mod:`rxhubs.bench.rebalance._scenario` (the real planner and balancing loop in virtual
 time over the in-memory store, the official processor's rules side by side); this scenario runs only its
 1,024-partition part, so it can be measured on its own.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rxhubs.bench._rebalance import FULL, QUICK, SMOKE, scale_figures
 from rxhubs.bench._report import sized
+from rxhubs.bench.rebalance._scenario import FULL, QUICK, SMOKE, scale_figures
 
 VIRTUAL_TIME = True  # TestScheduler only: figures are deterministic, CI requires every `met`
 
