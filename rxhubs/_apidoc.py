@@ -19,6 +19,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Streams", "rxhubs", [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
+    ("History (Capture, then live)", "rxhubs.sources", ["Capture", "BackfillHub"]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
         "exactly_once", "TransactionalSink", "CommitResult", "read_position",
@@ -50,7 +51,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "CaptureGapError", "EmulatorError",
     ]),
 ]
 

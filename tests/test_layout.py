@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rxhubs"
 #: Each unit of the package (a subpackage or a top-level module) and its floor: a unit imports only units on
 #: lower floors (or itself). The rows of docs/architecture.md, with the top-level modules placed where they sit.
 FLOORS = {
-    "errors": 0,
+    "errors": 0, "_capture_format": 0,
     "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1, "_state": 1,
     "_batch": 2, "_run": 2,
     "_telemetry": 3,

@@ -1,4 +1,4 @@
-"""Capture records as :class:`~rxhubs.Event` and back (the file format: :mod:`rxhubs.emulator._capture_format`)."""
+"""Capture records as :class:`~rxhubs.Event` and back (the file format: :mod:`rxhubs._capture_format`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
+from rxhubs._capture_format import capture_time, parse_capture_time
 from rxhubs._models import Event
-from rxhubs.emulator._capture_format import capture_time, parse_capture_time
 
 __all__ = ["event_of", "record_of"]
 
@@ -44,7 +44,7 @@ def record_of(event: Event) -> dict[str, Any]:
     }
 
 
-def event_of(record: Mapping[str, Any]) -> Event:
+def event_of(record: Mapping[str, Any], times: dict[str, Any] | None = None) -> Event:
     """The :class:`~rxhubs.Event` of a Capture record (system properties get the sequence number, offset, time).
 
     Example:
@@ -53,7 +53,12 @@ def event_of(record: Mapping[str, Any]) -> Event:
         >>> e.sequence_number, e.offset, e.partition_key, e.properties, e.body
         (7, '896', 'k', {'a': 1}, b'x')
     """
-    enqueued = parse_capture_time(record["EnqueuedTimeUtc"])
+    text = record["EnqueuedTimeUtc"]
+    enqueued = times.get(text) if times is not None else None
+    if enqueued is None:
+        enqueued = parse_capture_time(text)
+        if times is not None:
+            times[text] = enqueued
     system = dict(record.get("SystemProperties") or {})
     key = system.get("x-opt-partition-key")
     system["x-opt-sequence-number"] = record["SequenceNumber"]
