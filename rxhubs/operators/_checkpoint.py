@@ -17,8 +17,8 @@ from rxhubs._retry import Backoff
 from rxhubs._rx import from_coroutine
 from rxhubs.errors import ConfigurationError, OwnershipLostError, StoreError
 from rxhubs.operators._base import stateful_operator
-from rxhubs.operators._state_commit import PartitionRecord as _Partition
-from rxhubs.operators._state_commit import is_owned, no_state_support, store_write
+from rxhubs.operators._checkpoint_record import PartitionRecord as _Partition
+from rxhubs.operators._checkpoint_record import is_owned, no_state_support, store_write
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store, is_fenced, is_stateful
 
 __all__ = ["checkpoint"]
