@@ -193,8 +193,11 @@ class BackfillReceiver(ReceiverBase):
             assert isinstance(value, int)
             return value if start.inclusive else value + 1
         hub, pid = self._hub, self._context.partition_id
-        async for events in hub.capture.read(hub.eventhub_name, pid):
-            for e in events:
+        files = await hub.capture.partition_files(hub.eventhub_name, pid)
+        if kind == "enqueued_time":  # files whose window opened later than the start hold later events only
+            files = files[hub.capture.skip_before_time(files, start.value):]
+        for name in files:
+            for e in await hub.capture.events(name):
                 if kind == "earliest" or _at_or_after(e, start):
                     return e.sequence_number
         return None
@@ -207,6 +210,8 @@ class BackfillReceiver(ReceiverBase):
             if self._live is not None:
                 return False
             self._files = await hub.capture.partition_files(hub.eventhub_name, pid)
+            if not self._done_files and self._files:  # the first look: skip the files before the start
+                self._done_files.update(self._files[: await hub.capture.skip_before(self._files, self._expected)])
             for name in self._files:
                 if name in self._done_files:
                     continue

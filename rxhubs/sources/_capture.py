@@ -160,6 +160,7 @@ class Capture:
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) or not poll_interval > 0:
             raise ConfigurationError(f"poll_interval must be a number of seconds > 0, got {poll_interval!r}")
         self.patience = float(patience)
+        self._firsts: dict[str, int | None] = {}
         self.poll_interval = float(poll_interval)
         text = str(location)
         self.files: CaptureFiles
@@ -198,6 +199,44 @@ class Capture:
         except Exception as exc:
             raise ValueError(f"Capture file {name!r} cannot be read: {exc}") from exc
 
+    async def first_sequence_number(self, name: str) -> int | None:
+        """The sequence number of a file's first event (None: an empty file); remembered per file name."""
+        if name not in self._firsts:
+            events = await self.events(name)
+            self._firsts[name] = events[0].sequence_number if events else None
+        return self._firsts[name]
+
+    async def skip_before(self, files: list[str], sequence_number: int) -> int:
+        """The index of the last file that can hold ``sequence_number`` (files before it hold earlier events).
+
+        A binary search over the files' first sequence numbers (an empty file counts as the next non-empty one).
+        """
+        lo, hi = 0, len(files)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            j, first = mid, None
+            while j < hi and (first := await self.first_sequence_number(files[j])) is None:
+                j += 1
+            if first is None or first > sequence_number:
+                hi = mid
+            else:
+                lo = j
+        return lo
+
+    @staticmethod
+    def skip_before_time(files: list[str], when: Any) -> int:
+        """The index of a file before which every file holds events enqueued before ``when``'s second only.
+
+        The file before the last one opened at or before ``when``: an event appended in the second a window
+        closed may sit in the file before the one named after that second.
+        """
+        index = 0
+        for i, name in enumerate(files):
+            opened = file_time(name)
+            if opened is not None and opened <= when:
+                index = i
+        return max(0, index - 1)
+
     async def read(self, eventhub_name: str, partition_id: str, first: int = 0) -> AsyncIterator[list[Event]]:
         """One partition's events from sequence number ``first`` on, a list per file (files read in order).
 
@@ -208,7 +247,8 @@ class Capture:
             >>> asyncio.run(count())
             0
         """
-        for name in await self.partition_files(eventhub_name, partition_id):
+        files = await self.partition_files(eventhub_name, partition_id)
+        for name in files[await self.skip_before(files, first) if first > 0 else 0:]:
             events = await self.events(name)
             if events and events[-1].sequence_number >= first:
                 yield [e for e in events if e.sequence_number >= first]

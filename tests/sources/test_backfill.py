@@ -121,6 +121,10 @@ async def test_missing_capture_files_are_a_gap_error_naming_the_sequence_numbers
         firsts = {f: [e.sequence_number for e in await capture.events(f)] for f in files}
         [middle] = [f for f, seqs in firsts.items() if seqs and seqs[0] == 500]
         assert firsts[middle] == list(range(500, 1000))
+        dated = [f for f in files if firsts[f]]
+        assert files.index(dated[2]) == await capture.skip_before(files, 1200)  # found by a binary search
+        from_1200 = [e.sequence_number async for events in capture.read(HUB, "0", first=1200) for e in events]
+        assert from_1200 == list(range(1200, PER_PARTITION))
         (root / middle).unlink()  # events 500..999 are gone from Capture, and the hub kept only 1500..1999
         seen = Seen()
         await run_until(
