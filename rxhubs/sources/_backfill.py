@@ -94,9 +94,9 @@ class BackfillHub:
     async def first_captured(self, partition_id: str) -> int | None:
         """The sequence number of the partition's first captured event (None: no events captured)."""
         for name in await self.capture.partition_files(self.eventhub_name, partition_id):
-            events = await self.capture.events(name)
-            if events:
-                return events[0].sequence_number
+            first = await self.capture.first_sequence_number(name)  # remembered per file: one read each
+            if first is not None:
+                return first
         return None
 
     def receiver(
