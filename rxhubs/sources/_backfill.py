@@ -215,8 +215,7 @@ class BackfillReceiver(ReceiverBase):
             for name in self._files:
                 if name in self._done_files:
                     continue
-                events = await hub.capture.events(name)
-                kept = [e for e in events if e.sequence_number >= self._expected]
+                kept = _from(await hub.capture.events(name), self._expected)
                 if not kept:
                     self._done_files.add(name)
                     continue
@@ -237,6 +236,8 @@ class BackfillReceiver(ReceiverBase):
 
     def _check_run(self, events: list[Event]) -> None:
         """Events of one file must follow each other; a hole inside a file is a gap too."""
+        if events[-1].sequence_number - events[0].sequence_number == len(events) - 1:
+            return  # increasing (as written) and as many as the span: no hole (the rest is checked only if not)
         for before, after in itertools.pairwise(events):
             if after.sequence_number != before.sequence_number + 1:
                 raise CaptureGapError(self._context.partition_id, before.sequence_number + 1,
@@ -275,6 +276,16 @@ class BackfillReceiver(ReceiverBase):
         live, self._live = self._live, None
         if live is not None:
             await live.close()
+
+
+def _from(events: list[Event], first: int) -> list[Event]:
+    """The events of a file from sequence number ``first`` on (a file's events are in order, usually contiguous)."""
+    if not events or events[0].sequence_number >= first:
+        return events
+    cut = first - events[0].sequence_number
+    if cut < len(events) and events[cut].sequence_number == first and events[cut - 1].sequence_number < first:
+        return events[cut:]
+    return [e for e in events if e.sequence_number >= first]
 
 
 def _at_or_after(event: Event, start: Position) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from rxhubs._capture_format import file_time, read_records
 from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError
-from rxhubs.sources._capture_files import event_of
+from rxhubs.sources._capture_files import captured_events
 
 __all__ = ["Capture", "CaptureFiles"]
 
@@ -161,6 +161,7 @@ class Capture:
             raise ConfigurationError(f"poll_interval must be a number of seconds > 0, got {poll_interval!r}")
         self.patience = float(patience)
         self._firsts: dict[str, int | None] = {}
+        self._last: tuple[str, list[Event]] | None = None  # the file read last, decoded
         self.poll_interval = float(poll_interval)
         text = str(location)
         self.files: CaptureFiles
@@ -193,17 +194,27 @@ class Capture:
         Raises:
             ValueError: The file is not a readable Avro container (its name in the message).
         """
+        last = self._last
+        if last is not None and last[0] == name:  # a file looked at (its first event) and then read
+            return last[1]
         data = await self.files.read(name)
         try:
-            return await asyncio.to_thread(_decode, data)
+            events = await asyncio.to_thread(_decode, data)
         except Exception as exc:
             raise ValueError(f"Capture file {name!r} cannot be read: {exc}") from exc
+        self._last = (name, events)
+        if name not in self._firsts:
+            self._firsts[name] = events[0].sequence_number if events else None
+        return events
 
     async def first_sequence_number(self, name: str) -> int | None:
         """The sequence number of a file's first event (None: an empty file); remembered per file name."""
         if name not in self._firsts:
-            events = await self.events(name)
-            self._firsts[name] = events[0].sequence_number if events else None
+            data = await self.files.read(name)
+            try:
+                self._firsts[name] = await asyncio.to_thread(_first, data)
+            except Exception as exc:
+                raise ValueError(f"Capture file {name!r} cannot be read: {exc}") from exc
         return self._firsts[name]
 
     async def skip_before(self, files: list[str], sequence_number: int) -> int:
@@ -258,9 +269,12 @@ class Capture:
         await self.files.close()
 
 
-def _decode(data: bytes) -> list[Event]:
-    cache: dict[str, Any] = {}
-    out: list[Event] = []
+def _first(data: bytes) -> int | None:
+    """The first record's sequence number (only it is decoded); None for an empty file."""
     for record in read_records(io.BytesIO(data)):
-        out.append(event_of(record, cache))
-    return out
+        return int(record["SequenceNumber"])
+    return None
+
+
+def _decode(data: bytes) -> list[Event]:
+    return captured_events(read_records(io.BytesIO(data)))
