@@ -31,7 +31,7 @@ FLOORS = {
 }  # fmt: skip
 
 #: The AMQP codec is one table-driven module on purpose; everything else stays readable in one sitting.
-MAX_LINES = 450
+MAX_LINES = 420
 LONGER_ALLOWED = {"emulator/_codec.py"}
 
 
