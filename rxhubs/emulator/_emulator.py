@@ -15,6 +15,7 @@ from rxhubs.emulator._faults import EmulatorFaults, _Host
 from rxhubs.emulator._history import History
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._server import Server
+from rxhubs.emulator._tls import TlsListener
 from rxhubs.errors import ConfigurationError, EmulatorError
 
 _LOG = logging.getLogger("rxhubs.emulator")
@@ -87,6 +88,12 @@ class Emulator:
         capture_size: Bytes of events after which a Capture window closes early.
         capture_namespace: The ``{Namespace}`` of Capture file names.
         capture_connection_string: The storage account of a ``blob://`` Capture (never logged).
+        tls: Also serve AMQP over TLS (AMQPS) on ``tls_port``, with a certificate for 127.0.0.1 signed by a
+            certificate authority made at start; its certificate is written to ``tls_ca_file`` (read
+            :attr:`ca_file`). Clients use :meth:`tls_connection_string` with :meth:`tls_client_options`
+            (``connection_verify`` and, off port 5671, ``custom_endpoint_address``).
+        tls_port: The TLS port (5671 is the service's; 0 picks a free one, read :attr:`tls_port`).
+        tls_ca_file: Where to write the authority's certificate (default: the emulator's temporary folder).
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -121,7 +128,8 @@ class Emulator:
                  identities: Iterable[LocalIdentity] = (), retention: float | Mapping[str, float] | None = None,
                  retain_events: int | Mapping[str, int] | None = None, capture: str | Path | None = None,
                  capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
-                 capture_namespace: str = "emulator", capture_connection_string: str | None = None) -> None:
+                 capture_namespace: str = "emulator", capture_connection_string: str | None = None,
+                 tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -145,6 +153,10 @@ class Emulator:
             raise ConfigurationError(f"websocket_port must be between 0 and 65535 or None, got {websocket_port}")
         if control_port is not None and not 0 <= control_port <= 65535:
             raise ConfigurationError(f"control_port must be between 0 and 65535 or None, got {control_port}")
+        if not 0 <= tls_port <= 65535:
+            raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
+        self._tls = TlsListener(tls_ca_file) if tls else None
+        self._requested_tls_port = tls_port
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.hubs: dict[str, int] = dict(hubs)
@@ -292,6 +304,40 @@ class Emulator:
         return (f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};"
                 f"SharedAccessKey={key};EntityPath={hub};UseDevelopmentEmulator=true")
 
+    @property
+    def tls_port(self) -> int | None:
+        """The port serving AMQP over TLS (None without ``tls=True``, or while stopped)."""
+        return None if self._tls is None else self._tls.port
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The certificate authority's certificate (PEM) to trust, with ``tls=True`` once started."""
+        return None if self._tls is None else self._tls.ca_file
+
+    def tls_connection_string(self, hub: str) -> str:
+        """A connection string for ``hub`` over TLS: the service's form (no ``UseDevelopmentEmulator``).
+
+        Pass :meth:`tls_client_options` to the client with it.
+
+        Raises:
+            EmulatorError: The emulator is not running, or not with ``tls=True``.
+        """
+        plain = self.connection_string(hub)
+        if self._tls is None or self._tls.port is None:
+            raise EmulatorError("the emulator serves no TLS: start it with tls=True")
+        fields = [f for f in plain.split(";") if f and not f.startswith(("Endpoint=", "UseDevelopmentEmulator="))]
+        return ";".join(["Endpoint=sb://127.0.0.1/", *fields])
+
+    def tls_client_options(self) -> dict[str, str]:
+        """``connection_verify`` (the CA file) and, unless the TLS port is 5671, ``custom_endpoint_address``.
+
+        Raises:
+            EmulatorError: The emulator is not running, or not with ``tls=True``.
+        """
+        if self._tls is None or self._tls.port is None:
+            raise EmulatorError("the emulator serves no TLS: start it with tls=True")
+        return self._tls.options(self._tls.port)
+
     async def start(self) -> None:
         """Start listening (what ``__aenter__`` does).
 
@@ -322,6 +368,14 @@ class Emulator:
         except Exception as exc:
             await server.stop()
             raise EmulatorError(f"cannot start Capture to {self.history.target!r}: {exc}") from exc
+        if self._tls is not None:
+            try:
+                await self._tls.start(server, self.host, self._requested_tls_port)
+            except OSError as exc:
+                await server.stop()
+                await self.history.stop()
+                raise EmulatorError(f"cannot listen for TLS on {self.host}:{self._requested_tls_port}: "
+                                    f"{exc.strerror or exc}") from exc
         self._server = server
         self._host.server, self._host.loop = server, asyncio.get_running_loop()
         if self._requested_control_port is not None:
@@ -342,6 +396,8 @@ class Emulator:
         self._host.server = self._host.loop = None
         if control is not None:
             await control.stop()
+        if self._tls is not None:
+            await self._tls.stop()
         if server is not None:
             await server.stop()
             await self.history.stop()
