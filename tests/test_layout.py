@@ -98,6 +98,22 @@ def test_no_module_is_longer_than_a_reader_takes_in_at_once() -> None:
     assert not long, f"split these by concern (docs/architecture.md): {long}"
 
 
+def test_only_the_bench_tests_import_the_bench() -> None:
+    """A helper that tests share lives in rxhubs.testing or tests/, not in a benchmark's module.
+
+    tests/bench/ tests the benchmarks themselves, so it imports them; no other test does.
+    """
+    tests = PACKAGE.parent / "tests"
+    found = [
+        f"{path.relative_to(tests.parent)}:{line}"
+        for path in sorted(tests.rglob("*.py"))
+        if "bench" not in path.relative_to(tests).parts[:1]
+        for line, unit in _imports(path)
+        if unit == "bench"
+    ]
+    assert not found, f"tests importing rxhubs.bench (move the helper to rxhubs.testing or tests/): {found}"
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The import reader itself: an import of a higher floor is found, a TYPE_CHECKING one is not."""
     module = tmp_path / "m.py"
