@@ -25,6 +25,7 @@ FLOORS = {
     "spark": 8, "processor": 8, "testing": 8, "windows": 8, "operate": 8,
     "tables": 9,  # builds on spark (the Delta sink writes the Spark sink's Arrow rows)
     "__init__": 9,  # the package's own top: what `import rxhubs` gives
+    "schemas": 8,
     "otel": 10, "demo": 10, "bench": 10,
     "chaos": 11,  # the seeded chaos run: a bench scenario of its own (it prints the bench's figures)
     "cli": 12,

@@ -14,8 +14,10 @@ from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults, _Host
 from rxhubs.emulator._history import History
 from rxhubs.emulator._identity import LocalIdentity
+from rxhubs.emulator._registry import SchemaRegistry
 from rxhubs.emulator._server import Server
 from rxhubs.emulator._tls import TlsListener
+from rxhubs.emulator._tls_access import TlsAccess
 from rxhubs.errors import ConfigurationError, EmulatorError
 
 _LOG = logging.getLogger("rxhubs.emulator")
@@ -36,7 +38,7 @@ def _check_key(name: object, key: object) -> None:
         raise ConfigurationError(f"the key of {name!r} must be non-empty text without ';' or spaces")
 
 
-class Emulator:
+class Emulator(TlsAccess):
     """A local Event Hubs emulator: an AMQP 1.0 server the official azure-eventhub client talks to.
 
     Use it as an async context manager; it listens from ``__aenter__`` to ``__aexit__``. Each hub has its
@@ -94,6 +96,11 @@ class Emulator:
             (``connection_verify`` and, off port 5671, ``custom_endpoint_address``).
         tls_port: The TLS port (5671 is the service's; 0 picks a free one, read :attr:`tls_port`).
         tls_ca_file: Where to write the authority's certificate (default: the emulator's temporary folder).
+        schema_registry: Also serve the Azure Schema Registry REST API over HTTPS (needs ``tls=True``) on
+            ``schema_registry_port``, for the official ``azure-schemaregistry`` client: its
+            ``fully_qualified_namespace`` is :attr:`schema_registry_namespace`, with ``connection_verify`` the CA
+            file and any bearer-token credential.
+        schema_registry_port: Its port (0 picks a free one).
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -129,7 +136,8 @@ class Emulator:
                  retain_events: int | Mapping[str, int] | None = None, capture: str | Path | None = None,
                  capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
                  capture_namespace: str = "emulator", capture_connection_string: str | None = None,
-                 tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None) -> None:
+                 tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None,
+                 schema_registry: bool = False, schema_registry_port: int = 0) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -156,6 +164,11 @@ class Emulator:
         if not 0 <= tls_port <= 65535:
             raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
         self._tls = TlsListener(tls_ca_file) if tls else None
+        if schema_registry and not tls:
+            raise ConfigurationError("schema_registry needs tls=True: the registry's clients send bearer tokens over "
+                                     "HTTPS only")
+        self._registry = SchemaRegistry() if schema_registry else None
+        self._requested_registry_port = schema_registry_port
         self._requested_tls_port = tls_port
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
@@ -304,40 +317,6 @@ class Emulator:
         return (f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};"
                 f"SharedAccessKey={key};EntityPath={hub};UseDevelopmentEmulator=true")
 
-    @property
-    def tls_port(self) -> int | None:
-        """The port serving AMQP over TLS (None without ``tls=True``, or while stopped)."""
-        return None if self._tls is None else self._tls.port
-
-    @property
-    def ca_file(self) -> Path | None:
-        """The certificate authority's certificate (PEM) to trust, with ``tls=True`` once started."""
-        return None if self._tls is None else self._tls.ca_file
-
-    def tls_connection_string(self, hub: str) -> str:
-        """A connection string for ``hub`` over TLS: the service's form (no ``UseDevelopmentEmulator``).
-
-        Pass :meth:`tls_client_options` to the client with it.
-
-        Raises:
-            EmulatorError: The emulator is not running, or not with ``tls=True``.
-        """
-        plain = self.connection_string(hub)
-        if self._tls is None or self._tls.port is None:
-            raise EmulatorError("the emulator serves no TLS: start it with tls=True")
-        fields = [f for f in plain.split(";") if f and not f.startswith(("Endpoint=", "UseDevelopmentEmulator="))]
-        return ";".join(["Endpoint=sb://127.0.0.1/", *fields])
-
-    def tls_client_options(self) -> dict[str, str]:
-        """``connection_verify`` (the CA file) and, unless the TLS port is 5671, ``custom_endpoint_address``.
-
-        Raises:
-            EmulatorError: The emulator is not running, or not with ``tls=True``.
-        """
-        if self._tls is None or self._tls.port is None:
-            raise EmulatorError("the emulator serves no TLS: start it with tls=True")
-        return self._tls.options(self._tls.port)
-
     async def start(self) -> None:
         """Start listening (what ``__aenter__`` does).
 
@@ -371,6 +350,9 @@ class Emulator:
         if self._tls is not None:
             try:
                 await self._tls.start(server, self.host, self._requested_tls_port)
+                if self._registry is not None:
+                    assert self._tls.context is not None
+                    await self._registry.start(self.host, self._requested_registry_port, self._tls.context)
             except OSError as exc:
                 await server.stop()
                 await self.history.stop()
@@ -396,6 +378,8 @@ class Emulator:
         self._host.server = self._host.loop = None
         if control is not None:
             await control.stop()
+        if self._registry is not None:
+            await self._registry.stop()
         if self._tls is not None:
             await self._tls.stop()
         if server is not None:

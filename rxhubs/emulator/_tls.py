@@ -89,6 +89,7 @@ class TlsListener:
         self.ca_file: Path | None = Path(ca_file) if ca_file is not None else None
         self.port: int | None = None
         self._server: asyncio.Server | None = None
+        self.context: ssl.SSLContext | None = None  # the server side, also for the Schema Registry's HTTPS
         self._folder: tempfile.TemporaryDirectory[str] | None = None
 
     async def start(self, server: Server, host: str, port: int) -> int:
@@ -100,6 +101,7 @@ class TlsListener:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert, key)
+        self.context = context
         self._server = await asyncio.start_server(server.serve_connection, host, port, ssl=context, limit=2**16)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
