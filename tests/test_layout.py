@@ -114,6 +114,31 @@ def test_only_the_bench_tests_import_the_bench() -> None:
     assert not found, f"tests importing rxhubs.bench (move the helper to rxhubs.testing or tests/): {found}"
 
 
+def test_architecture_md_draws_every_unit_on_its_floor() -> None:
+    """docs/architecture.md's diagram: one band per floor, top floor first, every unit in the band of its floor."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page.split("## The layers", 1)[1].split("```", 2)[1]
+    bands = [band for band in diagram.split("───") if band.strip("─ \n")]
+    drawn: dict[str, int] = {}
+    floors = []
+    for index, band in enumerate(bands):
+        # units are drawn in the left column (`name/`, `name.py`); from column 38 on, prose about them
+        names = {
+            word.removesuffix("/").removesuffix(".py")
+            for line in band.splitlines()
+            for word in line[:38].split()
+            if word.endswith(("/", ".py"))
+        }
+        for name in names:
+            assert name in FLOORS, f"docs/architecture.md draws {name!r}, which tests/test_layout.py does not place"
+            drawn[name] = index
+        floors.append({FLOORS[n] for n in names})
+    assert set(drawn) == set(FLOORS) - {"__init__"}, f"units not drawn: {set(FLOORS) - {'__init__'} - set(drawn)}"
+    assert all(len(f) == 1 for f in floors), f"a band holds units of several floors: {floors}"
+    levels = [next(iter(f)) for f in floors]
+    assert levels == sorted(levels, reverse=True) and len(set(levels)) == len(levels), levels
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The import reader itself: an import of a higher floor is found, a TYPE_CHECKING one is not."""
     module = tmp_path / "m.py"
