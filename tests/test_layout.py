@@ -139,6 +139,22 @@ def test_architecture_md_draws_every_unit_on_its_floor() -> None:
     assert levels == sorted(levels, reverse=True) and len(set(levels)) == len(levels), levels
 
 
+def test_stores_are_typed_where_they_are_probed() -> None:
+    """No ``store: object``: a capability probe takes a CheckpointStore and narrows it with a TypeGuard.
+
+    (``is_fenced``, ``is_stateful``, ``takes_hands`` in rxhubs/stores/_contract.py.)
+    """
+    untyped = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {arg.arg}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        if "store" in arg.arg and arg.annotation is not None and ast.unparse(arg.annotation) == "object"
+    ]
+    assert not untyped, f"type these with rxhubs.stores' protocols: {untyped}"
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The import reader itself: an import of a higher floor is found, a TYPE_CHECKING one is not."""
     module = tmp_path / "m.py"
