@@ -5,11 +5,24 @@ types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. Th
 Cython or a C compiler is missing, or with ``RXHUBS_NO_EXTENSIONS=1``, the build leaves it out and rxhubs runs
 its pure-Python receive path (``docs/performance.md``). ``RXHUBS_REQUIRE_EXTENSIONS=1`` makes a failed build an
 error instead (CI).
+
+Each compiled module is built with the C macro ``RXHUBS_SOURCE_SHA256``: the SHA-256 of the source it was compiled
+from. At import, ``rxhubs/_extensions.py`` compares it with the source beside the build; a stale build (an older
+source) logs a WARNING and is not used. ``CONTRIBUTING.md`` ("Compiled modules") says how to add one.
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
+
+
+def _compiled(name: str, required: bool) -> Extension:
+    """The extension ``name`` (``a.b._x_c``) from its source ``a/b/_x_c.py``, carrying the source's SHA-256."""
+    source = name.replace(".", "/") + ".py"
+    digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    return Extension(name, [source], optional=not required, define_macros=[("RXHUBS_SOURCE_SHA256", f'"{digest}"')])
 
 
 def _extensions() -> list[Extension]:
@@ -22,11 +35,9 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    frames = Extension(
-        "rxhubs.transport._frames_c", ["rxhubs/transport/_frames_c.py"], optional=not required,
-    )
+    compiled = [_compiled("rxhubs.transport._frames_c", required)]
     built = cythonize(
-        [frames], language_level=3, quiet=True,
+        compiled, language_level=3, quiet=True,
         # types come from the .pxd only (the annotations are for mypy); bounds stay checked
         compiler_directives={"annotation_typing": False, "wraparound": False, "cdivision": True},
     )

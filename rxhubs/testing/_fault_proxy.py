@@ -25,6 +25,7 @@ from rxhubs.testing._fault_args import (
     positive_int,
     slice_text,
 )
+from rxhubs.testing._fault_corrupt import CorruptFaults
 from rxhubs.testing._fault_link import DOWN, UP, Counters, Faults, Link, nowhere_writer, rst
 
 log = logging.getLogger("rxhubs.testing.faults")
@@ -56,9 +57,10 @@ class ProxyStats:
     refused: bool = False
     writes_up: int = 0
     writes_down: int = 0
+    frames_corrupted: int = 0
 
 
-class FaultProxy:
+class FaultProxy(CorruptFaults):
     """A loopback TCP proxy in front of ``target_host:target_port`` whose network can be broken on demand.
 
     Every fault applies to the connections open now and to new ones until :meth:`heal`, except
@@ -143,6 +145,8 @@ class FaultProxy:
             parts.append(f"slice({per_direction({d: slice_text(*v) for d, v in faults.slices.items()})})")
         if faults.cut:
             parts.append(f"cut_after({per_direction({d: f'{v[0]}B' for d, v in faults.cut.items()})})")
+        if faults.corrupt:
+            parts.append(f"corrupt({per_direction({d: f'{v[0]} x{v[1]}' for d, v in faults.corrupt.items()})})")
         return "+".join(parts) or "pass"
 
     @property
@@ -153,7 +157,7 @@ class FaultProxy:
             connections_accepted=c.accepted, connections_open=c.open, connections_reset=c.reset,
             connections_cut=c.cut, bytes_forwarded_up=c.forwarded[UP], bytes_forwarded_down=c.forwarded[DOWN],
             bytes_dropped_up=c.dropped[UP], bytes_dropped_down=c.dropped[DOWN], refused=self._faults.refuse,
-            writes_up=c.writes[UP], writes_down=c.writes[DOWN])
+            writes_up=c.writes[UP], writes_down=c.writes[DOWN], frames_corrupted=c.corrupted)
 
     def __repr__(self) -> str:
         return (f"FaultProxy({self.address} -> {self.target_host}:{self.target_port}, mode={self.mode!r})")
