@@ -39,6 +39,7 @@ SCENARIOS = {
     "state": "rxhubs.bench.state._scenario",
     "exactly-once": "rxhubs.bench.exactly_once._scenario",
     "capture": "rxhubs.bench._capture",
+    "schemas": "rxhubs.bench._schemas",
 }
 
 EXAMPLES = """
