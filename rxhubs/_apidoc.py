@@ -20,8 +20,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
     ("History (Capture, then live)", "rxhubs.sources", ["Capture", "BackfillHub"]),
-    ("Schemas (Azure Schema Registry)", "rxhubs.schemas", ["AvroSchemas", "decode", "DecodedBatch",
-                                                           "UndecodableError"]),
+    ("Schemas (Azure Schema Registry)", "rxhubs.schemas", ["AvroSchemas", "JsonSchemas", "decode",
+                                                           "DecodedBatch", "UndecodableError"]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
         "exactly_once", "TransactionalSink", "CommitResult", "read_position",

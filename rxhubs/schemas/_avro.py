@@ -166,9 +166,12 @@ class DecodedBatch(EventBatch):
 Handler = Callable[[EventBatch, Exception], Coroutine[Any, Any, None]]
 
 
-def decode(schemas: AvroSchemas, *, on_undecodable: Handler | None = None
+def decode(schemas: Any, *, on_undecodable: Handler | None = None
            ) -> Callable[[Observable[EventBatch]], Observable[EventBatch]]:
     """Operator: decode each batch's events by their Schema Registry content type; pass a :class:`DecodedBatch`.
+
+    ``schemas`` is an :class:`AvroSchemas` (``avro/binary+<id>``) or a :class:`~rxhubs.schemas.JsonSchemas`
+    (``application/json;serialization=Json+<id>``).
 
     New schema ids are fetched in a thread (then cached). An event that cannot be decoded does not stop its
     partition: it is handed to ``on_undecodable(batch_of_it, UndecodableError(reason))`` (e.g.
@@ -203,8 +206,9 @@ def decode(schemas: AvroSchemas, *, on_undecodable: Handler | None = None
     """
     from rxhubs.operators import process
 
-    if not isinstance(schemas, AvroSchemas):
-        raise ConfigurationError(f"schemas must be an rxhubs.schemas.AvroSchemas, got {type(schemas).__name__}")
+    if not all(callable(getattr(schemas, name, None)) for name in ("decode_values", "fetch", "schema_id_of")):
+        raise ConfigurationError(f"schemas must be rxhubs.schemas.AvroSchemas or JsonSchemas, got "
+                                 f"{type(schemas).__name__}")
     if on_undecodable is not None and not callable(on_undecodable):
         raise ConfigurationError("on_undecodable must be an async function of (batch, error)")
 
