@@ -67,12 +67,13 @@ EXPORTS = {
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
-        "AuthenticationError", "CheckpointOutOfRangeError", "ConfigurationError", "CorruptRecordError",
-        "EmulatorError", "NotFoundError",
+        "AuthenticationError", "CaptureGapError", "CheckpointOutOfRangeError", "ConfigurationError",
+        "CorruptRecordError", "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
-    "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
+    "rxhubs.sources": {"BackfillHub", "Backoff", "Capture", "DEFAULTS", "ReadSettings", "partition_batches"},
+    "rxhubs.schemas": {"AvroSchemas", "DecodedBatch", "UndecodableError", "decode"},
     "rxhubs.balancing": {
         "BalancingLoop", "BalancingSettings", "ConsumerOptions", "ConsumerSettings", "DEFAULT_EXPIRATION",
         "DEFAULT_INTERVAL", "LoopListener", "PRESENCE_SUFFIX", "PartitionSession", "PartitionStream", "Plan",
