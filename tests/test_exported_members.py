@@ -56,7 +56,7 @@ EXPORTS = {
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",
         "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
-        "to_dataframe", "write",
+        "to_dataframe", "worker_python", "write",
     },
     "rxhubs.emulator": {
         "BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord", "LocalIdentity", "LocalIdentityCredential",

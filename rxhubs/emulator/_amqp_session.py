@@ -25,7 +25,7 @@ from rxhubs.emulator._links import (
     _LinkError,
     offered_capabilities,
 )
-from rxhubs.emulator._selector import parse_selector
+from rxhubs.emulator._selectors import parse_selector
 
 if TYPE_CHECKING:
     from rxhubs.emulator._roles import ConnectionRole

@@ -26,7 +26,7 @@ from rxhubs.emulator._codec import Array, Timestamp
 from rxhubs.emulator._geo import offset_text, restamp
 from rxhubs.emulator._partition_key import partition_for_key
 from rxhubs.emulator._retention import Retention, expire
-from rxhubs.emulator._selector import StartPosition
+from rxhubs.emulator._selectors import StartPosition
 
 _LOG = logging.getLogger("rxhubs.emulator")
 

@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from rxhubs._models import Position, is_offset
+from rxhubs._models import Position
+from rxhubs._models._events import is_offset
 from rxhubs.errors import ConfigurationError
 from rxhubs.spark._connection import CONNECTION_KEYS, Connection
 

@@ -1,4 +1,8 @@
-"""Where a receiver starts: the Event Hubs selector filter of a consumer link, parsed."""
+"""Where a receiver starts: the Event Hubs selector filter a receiver attaches with, parsed.
+
+``amqp.annotation.x-opt-offset > '-1'``, ``x-opt-sequence-number >= '42'``, ``x-opt-enqueued-time > '...'``;
+offsets may be numbers, ``-1``, ``@latest`` or a geo-replicated namespace's string form.
+"""
 
 from __future__ import annotations
 
