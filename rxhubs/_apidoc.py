@@ -21,7 +21,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ]),
     ("History (Capture, then live)", "rxhubs.sources", ["Capture", "BackfillHub"]),
     ("Schemas (Azure Schema Registry)", "rxhubs.schemas", ["AvroSchemas", "JsonSchemas", "decode",
-                                                           "DecodedBatch", "UndecodableError"]),
+                                                           "DecodedBatch", "UndecodableError", "with_decoded",
+                                                           "StaticTokenCredential"]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
         "exactly_once", "TransactionalSink", "CommitResult", "read_position",

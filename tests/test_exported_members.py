@@ -73,7 +73,8 @@ EXPORTS = {
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
     "rxhubs.sources": {"BackfillHub", "Backoff", "Capture", "DEFAULTS", "ReadSettings", "partition_batches"},
-    "rxhubs.schemas": {"AvroSchemas", "DecodedBatch", "JsonSchemas", "UndecodableError", "decode"},
+    "rxhubs.schemas": {"AvroSchemas", "DecodedBatch", "JsonSchemas", "StaticTokenCredential", "UndecodableError",
+                       "decode", "with_decoded"},
     "rxhubs.balancing": {
         "BalancingLoop", "BalancingSettings", "ConsumerOptions", "ConsumerSettings", "DEFAULT_EXPIRATION",
         "DEFAULT_INTERVAL", "LoopListener", "PRESENCE_SUFFIX", "PartitionSession", "PartitionStream", "Plan",
