@@ -19,6 +19,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Streams", "rxhubs", [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
+    ("History (Capture, then live)", "rxhubs.sources", ["Capture", "BackfillHub"]),
+    ("Schemas (Azure Schema Registry)", "rxhubs.schemas", ["AvroSchemas", "decode", "DecodedBatch",
+                                                           "UndecodableError"]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
         "exactly_once", "TransactionalSink", "CommitResult", "read_position",
@@ -50,7 +53,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "CaptureGapError", "EmulatorError",
     ]),
 ]
 

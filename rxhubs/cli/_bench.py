@@ -38,6 +38,8 @@ SCENARIOS = {
     "chaos": "rxhubs.chaos._scenario",
     "state": "rxhubs.bench.state._scenario",
     "exactly-once": "rxhubs.bench.exactly_once._scenario",
+    "capture": "rxhubs.bench._capture",
+    "schemas": "rxhubs.bench._schemas",
 }
 
 EXAMPLES = """

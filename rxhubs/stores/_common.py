@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rxhubs._models import Checkpoint, Ownership, is_offset
+from rxhubs._models import Checkpoint, Ownership
+from rxhubs._models._events import is_offset
 from rxhubs.errors import OwnershipLostError
 
 __all__ = [
@@ -83,7 +84,7 @@ def parse_sequence_number(value: object) -> int | None:
 def parse_offset(value: object) -> tuple[bool, str | None]:
     """``(valid, offset)``: an offset string (ints accepted), None when absent or empty; invalid otherwise.
 
-    Offsets are opaque (a geo-replicated namespace's are not numbers, see :func:`rxhubs._models.is_offset`): any
+    Offsets are opaque (a geo-replicated namespace's are not numbers, see :func:`rxhubs._models._events.is_offset`): any
     string that can be an offset is kept as written.
 
     Example:
