@@ -162,7 +162,7 @@ def _ledger(
     return records, processed, by
 
 
-def run(args: Any) -> list[dict[str, Any]]:
+def run_real(args: Any) -> list[dict[str, Any]]:
     """The run above; see the module."""
     from rxhubs.testing._azurite import Azurite
 
