@@ -45,6 +45,8 @@ cdef class FrameColumns(ValueReader):
     @cython.locals(text=bytes, column=MapColumn)
     cpdef append_row(self, bytes body, str offset, long long seq, long long micros, object publisher, object key,
                      list properties, list system)
+    @cython.locals(n=Py_ssize_t)
+    cpdef Py_ssize_t size(self)
     @cython.locals(rows=Py_ssize_t, m=MapColumn, maps=list, buf=Buf)
     cpdef tuple take(self)
 

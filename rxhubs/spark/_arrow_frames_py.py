@@ -395,6 +395,11 @@ class FrameColumns(ValueReader):
             column.end_row()
         self.rows += 1
 
+    def size(self) -> int:
+        """Bytes of bodies held."""
+        n: int = self.body.n
+        return n
+
     def take(self) -> tuple[int, Any]:
         """``(rows, buffers)``: the rows so far as Arrow buffers (see ``_arrow_batch.record_batch``); starts anew."""
         rows = self.rows
