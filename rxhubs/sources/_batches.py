@@ -4,39 +4,32 @@ The source pulls a batch, emits it, and pulls the next only when fewer than ``ma
 batches are still held downstream. A batch is held from ``on_next`` until every operator that called
 :meth:`EventBatch.hold` acknowledged it; a synchronous pipeline holds nothing, so the next pull starts
 only once ``on_next`` returned: the batch before it has been handled. Memory therefore stays bounded by
-``max_inflight x max_batch_size`` events per partition, whatever the pipeline does.
+``max_inflight x max_batch_size`` events per partition, whatever the pipeline does (plus, with
+``min_batch_size``, the at most ``max_batch_size`` events of the batch being filled: ``_shape``).
 
 Resuming: after a retriable error the receiver is closed and reopened exactly after the last event
 emitted (exclusive sequence-number position), so there is no gap and no duplicate; events at or below
-that sequence number are dropped should a transport replay them.
+that sequence number are dropped should a transport replay them. This module is the Observable and its
+options; the state machine behind one subscription is :class:`~rxhubs.sources._pump.Pump`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import Any
 
 import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxhubs import _telemetry
-from rxhubs._batch import EventBatch, Origin, _Lease
-from rxhubs._models import Event, Position
+from rxhubs._batch import EventBatch
+from rxhubs._models import Position
 from rxhubs._retry import Backoff
-from rxhubs._rx import from_coroutine
-from rxhubs._shutdown import current_shutdown
 from rxhubs.errors import ConfigurationError
+from rxhubs.sources._pump import Pump
 from rxhubs.sources._settings import DEFAULT_READ, ReadSettings
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, Hub, PartitionReceiver
-from rxhubs.transport._liveness import already_warned
 
 __all__ = ["partition_batches"]
-
-log = logging.getLogger("rxhubs.sources")
-
-_SYNC_BURST = 64  # batches handed out in one scheduled step before yielding to other work
 
 
 def partition_batches(
@@ -52,6 +45,7 @@ def partition_batches(
     max_inflight: int = DEFAULT_READ.max_inflight,
     emit_empty: bool = False,
     track_last_enqueued_event_properties: bool | None = None,
+    min_batch_size: int | None = None,
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
     on_closed: Callable[[PartitionReceiver], None] | None = None,
@@ -79,11 +73,16 @@ def partition_batches(
         owner_level: Owner level (epoch) for an exclusive receiver.
         prefetch: Events the transport may buffer ahead.
         max_batch_size: Most events per batch.
-        max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted).
+        max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted); with
+            ``min_batch_size``, also the longest a batch waits to fill, counted from its first event.
         max_inflight: Most batches emitted but not yet acknowledged.
         emit_empty: Emit empty batches after ``max_wait`` with no events (heartbeats).
         track_last_enqueued_event_properties: Batches carry the partition's newest event (``last_enqueued``);
             None keeps the hub's setting.
+        min_batch_size: Deliver a batch once it holds this many events, or ``max_wait`` seconds after its first
+            event arrived, whichever comes first (the Functions extension's ``MinEventBatchSize`` and
+            ``MaxWaitTime``). A partial batch held when the stream ends is dropped undelivered: the next reader
+            reads it from the checkpoint. None (or 1): each pull hands out what is there.
         retry: Backoff for retriable errors (default :class:`Backoff()`).
         scheduler: Scheduler to run on (default: the one given at subscribe time).
         on_closed: Called with the receiver after it was closed.
@@ -107,9 +106,21 @@ def partition_batches(
         >>> scheduler.advance_by(1.0)
         >>> seen
         [[b'a', b'b'], [b'c']]
+
+        Shaped batches: three events, or five seconds after the first of a batch:
+
+        >>> hub, seen, scheduler = InMemoryEventHub(partition_count=1), [], TestScheduler()
+        >>> _ = partition_batches(hub, "0", min_batch_size=3, max_wait=5.0).subscribe(
+        ...     lambda b: seen.append((scheduler.clock, [e.body for e in b])), scheduler=scheduler)
+        >>> for at, body in [(1.0, b"a"), (2.0, b"b"), (3.0, b"c"), (4.0, b"d")]:
+        ...     _ = scheduler.schedule_absolute(at, lambda *_, body=body: hub.send([body], partition_id="0"))
+        >>> scheduler.advance_to(20.0)
+        >>> seen
+        [(3.0, [b'a', b'b', b'c']), (9.0, [b'd'])]
     """
     settings = ReadSettings(
-        max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty, track_last_enqueued_event_properties
+        max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty, track_last_enqueued_event_properties,
+        min_batch_size,
     )
     if not isinstance(partition_id, str) or not partition_id:
         raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
@@ -119,7 +130,7 @@ def partition_batches(
         raise ConfigurationError(f"hub must implement rxhubs.Hub (receiver(...) and more), got {type(hub).__name__}")
 
     def subscribe(observer: abc.ObserverBase[EventBatch], sched: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-        pump = _Pump(
+        pump = Pump(
             observer=observer,
             scheduler=scheduler or sched or reactivex.scheduler.CurrentThreadScheduler.singleton(),
             open_receiver=lambda position: _open(hub, partition_id, consumer_group, position, settings),
@@ -151,234 +162,3 @@ def _open(
         prefetch=settings.prefetch,
         track_last_enqueued_event_properties=track,
     )
-
-
-class _Pump:
-    """The state machine behind one subscription of :func:`partition_batches`."""
-
-    def __init__(
-        self,
-        *,
-        observer: abc.ObserverBase[EventBatch],
-        scheduler: abc.SchedulerBase,
-        open_receiver: Callable[[Position], PartitionReceiver],
-        start: Position,
-        settings: ReadSettings,
-        retry: Backoff,
-        on_closed: Callable[[PartitionReceiver], None] | None,
-        on_retry: Callable[[Exception], None] | None = None,
-    ) -> None:
-        self.observer = observer
-        self.scheduler = scheduler
-        self.open_receiver = open_receiver
-        self.start_position = start
-        self.max_batch_size = settings.max_batch_size
-        self.max_wait = settings.max_wait
-        self.max_inflight = settings.max_inflight
-        self.emit_empty = settings.emit_empty
-        self.retry = retry
-        self.on_closed = on_closed
-        self.on_retry = on_retry
-        self.receiver: PartitionReceiver | None = None
-        self.last_sequence_number: int | None = None
-        self.inflight = 0
-        self.index = 0  # the next batch's place in this read (its Origin)
-        self.attempt = 0
-        self.pulling = False
-        self.pull: abc.DisposableBase | None = None
-        self.in_step = False
-        self.again = False
-        self.stopping = False
-        self.done = False
-        self.unwatch: abc.DisposableBase | None = None
-        self.timer: abc.DisposableBase | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------------------------
-    def start(self) -> None:
-        shutdown = current_shutdown()
-        if shutdown is not None:
-            self.unwatch = shutdown.watch(self.stop)
-        self.schedule_step()
-
-    def stop(self) -> None:
-        """Graceful: no more pulls; complete once the batches in flight are acknowledged."""
-        if self.done or self.stopping:
-            return
-        self.stopping = True
-        self.cancel_pull()
-        self.kick()
-
-    def dispose(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.cancel_pull()
-        if self.timer is not None:
-            self.timer.dispose()
-        if self.unwatch is not None:
-            self.unwatch.dispose()
-        self.close_receiver()
-
-    def finish(self, error: Exception | None = None) -> None:
-        if self.done:
-            return
-        self.dispose()
-        if error is None:
-            self.observer.on_completed()
-        else:
-            self.observer.on_error(error)
-
-    # -- the loop ------------------------------------------------------------------------------------------
-    def schedule_step(self, delay: float = 0.0) -> None:
-        if self.done:
-            return
-        if delay > 0:
-            self.timer = self.scheduler.schedule_relative(delay, lambda *_: self.step())
-        else:
-            self.scheduler.schedule(lambda *_: self.step())
-
-    def kick(self) -> None:
-        """Something changed (an ack, a result): run a step now, or after the current one."""
-        if self.in_step:
-            self.again = True
-        else:
-            self.step()
-
-    def step(self) -> None:
-        if self.in_step:
-            self.again = True
-            return
-        self.in_step = True
-        try:
-            for _ in range(_SYNC_BURST):
-                self.again = False
-                if self.done or self.pulling:
-                    return
-                if self.stopping:
-                    if self.inflight == 0:
-                        self.finish()
-                    return
-                if self.inflight >= self.max_inflight:
-                    return
-                if not self.pull_once():
-                    return
-            self.again = True  # burst used up: yield to other work, then go on
-        finally:
-            self.in_step = False
-            if self.again and not self.done:
-                self.again = False
-                self.schedule_step()
-
-    def pull_once(self) -> bool:
-        """Pull one batch. True if it completed synchronously (the loop may go on)."""
-        try:
-            receiver = self.receiver
-            if receiver is None:
-                receiver = self.receiver = self.open_receiver(self.position())
-            events = receiver.receive_nowait(self.max_batch_size)
-        except Exception as exc:
-            self.on_failure(exc)
-            return False
-        if events:
-            self.on_result(events)
-            return True
-        self.pulling = True
-        source = from_coroutine(lambda: receiver.receive_batch(self.max_batch_size, self.max_wait))
-        self.pull = source.subscribe(self.on_pulled, self.on_pull_error, scheduler=self.scheduler)
-        return not self.pulling
-
-    def on_pulled(self, events: list[Event]) -> None:
-        if self.done or not self.pulling:
-            return
-        self.pulling = False
-        self.pull = None
-        self.on_result(events)
-        self.kick()
-
-    def on_pull_error(self, error: Exception) -> None:
-        if self.done or not self.pulling:
-            return
-        self.pulling = False
-        self.pull = None
-        self.on_failure(error)
-
-    def cancel_pull(self) -> None:
-        pull, self.pull = self.pull, None
-        self.pulling = False
-        if pull is not None:
-            pull.dispose()
-
-    # -- results -------------------------------------------------------------------------------------------
-    def on_result(self, events: list[Event]) -> None:
-        self.attempt = 0
-        last = self.last_sequence_number
-        if events and last is not None and events[0].sequence_number <= last:
-            events = [e for e in events if e.sequence_number > last]  # a transport replayed: drop
-        if not events and not self.emit_empty:
-            return
-        receiver = self.receiver
-        assert receiver is not None
-        lease = _Lease(self.on_ack)
-        if events:
-            self.last_sequence_number = events[-1].sequence_number
-        origin = Origin(self, self.index, events[-1] if events else None)
-        self.index += 1
-        context, last_enqueued = receiver.context, receiver.last_enqueued_event_properties
-        batch = EventBatch(context, tuple(events), last_enqueued, lease, None, origin)
-        _telemetry.hooks.received(batch)
-        self.inflight += 1
-        lease.hold()
-        try:
-            self.observer.on_next(batch)
-        except Exception as exc:
-            self.finish(exc)
-            return
-        finally:
-            lease.release()
-
-    def position(self) -> Position:
-        """Where to (re)open: just after the last event emitted, else the start."""
-        last = self.last_sequence_number
-        return self.start_position if last is None else Position.from_sequence_number(last)
-
-    def on_ack(self) -> None:
-        self.inflight -= 1
-        if not self.done:
-            self.kick()
-
-    def on_failure(self, error: Exception) -> None:
-        self.close_receiver()
-        if self.done:
-            return
-        self.attempt += 1
-        if not self.stopping and self.retry.should_retry(error, self.attempt):
-            delay = self.retry.delay(self.attempt)
-            if self.on_retry is not None:
-                self.on_retry(error)
-            # a stall was already said out loud (rxhubs.liveness, WARNING) where it was detected: once is enough
-            log.log(
-                logging.INFO if already_warned(error) else logging.WARNING,
-                "partition stream: %s; retry %d in %.2f s from %r", error, self.attempt, delay, self.position(),
-            )
-            self.schedule_step(delay)
-            return
-        self.finish(error)
-
-    def close_receiver(self) -> None:
-        receiver, self.receiver = self.receiver, None
-        if receiver is None:
-            return
-        on_closed = self.on_closed
-
-        def closed(_: Any = None) -> None:
-            if on_closed is not None:
-                on_closed(receiver)
-
-        def failed(exc: Exception) -> None:
-            log.warning("closing receiver failed: %s", exc)
-            closed()
-
-        try:
-            from_coroutine(receiver.close).subscribe(on_completed=closed, on_error=failed, scheduler=self.scheduler)
-        except Exception as exc:
-            failed(exc)

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from rxhubs._batch import EventBatch
+from rxhubs._extensions import load_compiled
 from rxhubs._models import PartitionContext
 from rxhubs.spark._columns import Columns, to_micros
 from rxhubs.spark._schema import arrow_schema
@@ -34,19 +35,15 @@ _said = False
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    """The compiled builder module and why it is (not) used."""
+    """The compiled builder module and why it is (not) used (both halves must be builds of today's sources)."""
     import os
 
     if os.environ.get(NO_EXTENSIONS_VARIABLE, "").strip() not in ("", "0"):
         return None, f"{NO_EXTENSIONS_VARIABLE} is set"
-    try:
-        module = importlib.import_module("rxhubs.spark._arrow_frames_c")
-    except ImportError as exc:
-        return None, f"the compiled Arrow builder does not import ({exc})"
-    values = importlib.import_module("rxhubs.spark._arrow_values_c")
-    if not all(str(getattr(m, "__file__", "")).endswith((".so", ".pyd")) for m in (module, values)):
-        return None, "the compiled Arrow builder was not built (no C compiler or Cython at install)"
-    return module, "compiled Arrow builder"
+    values, why = load_compiled("rxhubs.spark._arrow_values_c", "rxhubs.spark._arrow_values_py", "the Arrow builder")
+    if values is None:
+        return None, why
+    return load_compiled("rxhubs.spark._arrow_frames_c", "rxhubs.spark._arrow_frames_py", "the Arrow builder")
 
 
 def compiled_builder() -> ModuleType | None:
@@ -69,7 +66,7 @@ def arrow_path() -> str:
     """
     module, why = _load()
     if module is not None:
-        return f"frames to Arrow ({why}: {str(module.__file__).rsplit('/', 1)[-1]})"
+        return f"frames to Arrow (compiled Arrow builder: {str(module.__file__).rsplit('/', 1)[-1]})"
     return f"events to Arrow, pure Python ({why})"
 
 

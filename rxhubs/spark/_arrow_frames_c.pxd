@@ -36,12 +36,6 @@ cdef class FrameColumns(ValueReader):
                    offset=bint, enqueued=bint, key=bint, publisher=bint, is_publisher=bint, k=Py_ssize_t,
                    kn=Py_ssize_t, kind=int, i=Py_ssize_t, t=Py_ssize_t)
     cdef int _annotations(self, Py_ssize_t at, Py_ssize_t first) except -1
-    @cython.locals(code="unsigned int", pairs=Py_ssize_t, first=Py_ssize_t)
-    cdef int _map(self, MapColumn column) except -1
-    @cython.locals(keys=Buf, offsets=Buf, start=Py_ssize_t, previous=Py_ssize_t, at=Py_ssize_t, nxt=Py_ssize_t)
-    cdef int _key(self, MapColumn column, Py_ssize_t first) except -1
-    @cython.locals(kind=int, values=Buf)
-    cdef int _text(self, MapColumn column, bint base64) except -1
     @cython.locals(text=bytes, column=MapColumn)
     cpdef append_row(self, bytes body, str offset, long long seq, long long micros, object publisher, object key,
                      list properties, list system)
@@ -51,3 +45,14 @@ cdef class FrameColumns(ValueReader):
     cpdef tuple take(self)
 
     cdef int _is_transfer(self, Py_ssize_t body, Py_ssize_t end) except -1
+
+
+# The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
+# (rxhubs/_extensions.py checks it at import; a stale build is not used).
+cdef extern from *:
+    """
+    #ifndef RXHUBS_SOURCE_SHA256
+    #define RXHUBS_SOURCE_SHA256 ""
+    #endif
+    """
+    const char* RXHUBS_SOURCE_SHA256

@@ -233,7 +233,7 @@ class FrameColumns(ValueReader):
         system.end_row()
         if application >= 0:
             self.pos = application
-            self._map(self.props)
+            self.map_entries(self.props)
         self.props.end_row()
 
     def _properties(self, at: int) -> None:
@@ -255,7 +255,7 @@ class FrameColumns(ValueReader):
             name = _PROPERTY_NAMES[i]
             system.keys.add(name)
             system.keys_off.i32(system.keys.n)
-            self._text(system, False)
+            self.text(system, False)
 
     def _annotations(self, at: int, first: int) -> None:
         self.pos = at
@@ -267,7 +267,7 @@ class FrameColumns(ValueReader):
         seq = offset = enqueued = key = publisher = False
         for _ in range(pairs):
             is_publisher = False
-            self._key(system, first)
+            self.key(system, first)
             k = system.keys_off.get_i32(system.keys_off.n - 8)
             kn = system.keys.n - k
             self.scan()
@@ -306,7 +306,7 @@ class FrameColumns(ValueReader):
                 key = True
             elif kn == 15 and system.keys.view[k + 6] == 0x70 and is_name(system.keys, k, _PUBLISHER):
                 publisher = is_publisher = True
-            self._text(system, True)
+            self.text(system, True)
             if is_publisher:  # the publisher column: the entry's text
                 t = system.values_off.get_i32(system.values_off.n - 8)
                 self.pub.copy_buf(system.values, t, system.values.n)
@@ -322,57 +322,6 @@ class FrameColumns(ValueReader):
         if not publisher:
             self.pub_ok.byte(0)
             self.pub_off.i32(self.pub.n)
-
-    def _map(self, column: MapColumn) -> None:
-        """The application properties: a map (or null) into ``column``'s row."""
-        code = self.u8()
-        if code != 0xC1 and code != 0xD1 and code != 0x40:
-            raise Unsupported("application properties that are not a map")
-        pairs = 0 if code == 0x40 else self.count(code == 0xD1) // 2
-        first = column.keys_off.n
-        for _ in range(pairs):
-            self._key(column, first)
-            self.scan()
-            self._text(column, True)
-
-    def _key(self, column: MapColumn, first: int) -> None:
-        """A map key as text into ``column`` (UTF-8 bytes only), refused when it repeats one of this row's."""
-        self.scan()
-        if self.kind != K_BYTES or not self.utf8(self.a, self.b):
-            raise Unsupported("a map key that is not UTF-8 text")
-        keys = column.keys
-        start = keys.n
-        keys.copy(self.frame, self.a, self.b)
-        offsets = column.keys_off
-        previous = offsets.get_i32(first - 4)
-        for at in range(first, offsets.n, 4):
-            nxt = offsets.get_i32(at)
-            if keys.same(previous, nxt, start, keys.n):
-                raise Unsupported("a key twice in one map")
-            previous = nxt
-        offsets.i32(keys.n)
-
-    def _text(self, column: MapColumn, base64: bool) -> None:
-        """The scanned value as a map value's text, by property_to_str's rules (the usual types only)."""
-        kind = self.kind
-        values = column.values
-        if kind == K_NULL:
-            column.valid.byte(0)
-        else:
-            column.valid.byte(1)
-            if kind == K_BYTES:
-                if not self.utf8(self.a, self.b):
-                    raise Unsupported("bytes that are not UTF-8 (base64)" if base64 else "bytes that are not UTF-8")
-                values.copy(self.frame, self.a, self.b)
-            elif kind == K_UINT or kind == K_INT:
-                values.digits(self.u, kind == K_INT and self.u != 0)
-            elif kind == K_TRUE:
-                values.add(b"true")
-            elif kind == K_FALSE:
-                values.add(b"false")
-            else:
-                raise Unsupported("a value of another type")
-        column.values_off.i32(values.n)
 
     # -- rows from elsewhere, and handing the buffers over -----------------------------------------------------
 
@@ -423,3 +372,9 @@ class FrameColumns(ValueReader):
 
     def _is_transfer(self, body: int, end: int) -> bool:
         return end - body >= 4 and self.v[body] == 0x00 and self.v[body + 1] == 0x53 and self.v[body + 2] == 0x14
+
+
+try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
+    SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")
+except NameError:  # the pure-Python build has none
+    SOURCE_SHA256 = ""

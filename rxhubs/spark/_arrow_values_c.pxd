@@ -38,6 +38,9 @@ cdef class Buf:
 cdef object bits(Buf valid, Py_ssize_t rows)
 
 
+cdef class MapColumn
+
+
 cdef class ValueReader:
     cdef bytes frame
     cdef const unsigned char[::1] v
@@ -63,6 +66,12 @@ cdef class ValueReader:
     cdef int skip(self) except -1
     @cython.locals(n=Py_ssize_t, element="unsigned int")
     cdef int skip_typed(self, unsigned int code) except -1
+    @cython.locals(code="unsigned int", pairs=Py_ssize_t, first=Py_ssize_t)
+    cdef int map_entries(self, MapColumn column) except -1
+    @cython.locals(keys=Buf, offsets=Buf, start=Py_ssize_t, previous=Py_ssize_t, at=Py_ssize_t, nxt=Py_ssize_t)
+    cdef int key(self, MapColumn column, Py_ssize_t first) except -1
+    @cython.locals(kind=int, values=Buf)
+    cdef int text(self, MapColumn column, bint base64) except -1
 
 
 @cython.final
@@ -79,3 +88,14 @@ cdef int is_name(Buf buf, Py_ssize_t at, bytes name) except -1
 
 @cython.locals(text=bytes)
 cdef int put(Buf data, Buf offsets, Buf valid, object value) except -1
+
+
+# The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
+# (rxhubs/_extensions.py checks it at import; a stale build is not used).
+cdef extern from *:
+    """
+    #ifndef RXHUBS_SOURCE_SHA256
+    #define RXHUBS_SOURCE_SHA256 ""
+    #endif
+    """
+    const char* RXHUBS_SOURCE_SHA256

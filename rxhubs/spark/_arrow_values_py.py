@@ -12,7 +12,7 @@ from typing import Any
 
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
-__all__ = ["KINDS", "Buf", "MapColumn", "ValueReader", "bits", "is_name", "put"]
+__all__ = ["KINDS", "SOURCE_SHA256", "Buf", "MapColumn", "ValueReader", "bits", "is_name", "put"]
 
 #: What :meth:`ValueReader.scan` found (``_arrow_frames_py`` has the same numbers: C constants in each build).
 K_NULL, K_TRUE, K_FALSE, K_UINT, K_INT, K_BYTES, K_OTHER = 0, 1, 2, 3, 4, 5, 6
@@ -293,6 +293,57 @@ class ValueReader:
         else:
             raise Unsupported(f"AMQP type constructor 0x{code:02x}")
 
+    def map_entries(self, column: "MapColumn") -> None:
+        """The application properties: a map (or null) into ``column``'s row."""
+        code = self.u8()
+        if code != 0xC1 and code != 0xD1 and code != 0x40:
+            raise Unsupported("application properties that are not a map")
+        pairs = 0 if code == 0x40 else self.count(code == 0xD1) // 2
+        first = column.keys_off.n
+        for _ in range(pairs):
+            self.key(column, first)
+            self.scan()
+            self.text(column, True)
+
+    def key(self, column: "MapColumn", first: int) -> None:
+        """A map key as text into ``column`` (UTF-8 bytes only), refused when it repeats one of this row's."""
+        self.scan()
+        if self.kind != K_BYTES or not self.utf8(self.a, self.b):
+            raise Unsupported("a map key that is not UTF-8 text")
+        keys = column.keys
+        start = keys.n
+        keys.copy(self.frame, self.a, self.b)
+        offsets = column.keys_off
+        previous = offsets.get_i32(first - 4)
+        for at in range(first, offsets.n, 4):
+            nxt = offsets.get_i32(at)
+            if keys.same(previous, nxt, start, keys.n):
+                raise Unsupported("a key twice in one map")
+            previous = nxt
+        offsets.i32(keys.n)
+
+    def text(self, column: "MapColumn", base64: bool) -> None:
+        """The scanned value as a map value's text, by property_to_str's rules (the usual types only)."""
+        kind = self.kind
+        values = column.values
+        if kind == K_NULL:
+            column.valid.byte(0)
+        else:
+            column.valid.byte(1)
+            if kind == K_BYTES:
+                if not self.utf8(self.a, self.b):
+                    raise Unsupported("bytes that are not UTF-8 (base64)" if base64 else "bytes that are not UTF-8")
+                values.copy(self.frame, self.a, self.b)
+            elif kind == K_UINT or kind == K_INT:
+                values.digits(self.u, kind == K_INT and self.u != 0)
+            elif kind == K_TRUE:
+                values.add(b"true")
+            elif kind == K_FALSE:
+                values.add(b"false")
+            else:
+                raise Unsupported("a value of another type")
+        column.values_off.i32(values.n)
+
 
 class MapColumn:
     """A ``map<string,string>`` column's buffers: row offsets, keys and their offsets, values, offsets, validity."""
@@ -328,3 +379,9 @@ def put(data: Buf, offsets: Buf, valid: Buf, value: object) -> None:
         data.add(text)
         valid.byte(1)
     offsets.i32(data.n)
+
+
+try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
+    SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
+except NameError:  # the pure-Python build has none
+    SOURCE_SHA256 = ""

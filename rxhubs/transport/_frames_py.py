@@ -354,3 +354,9 @@ def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int]:
     if fields[1] is None:
         return None, -1
     return fields[1], r.pos
+
+
+try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
+    SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
+except NameError:  # the pure-Python build has none
+    SOURCE_SHA256 = ""

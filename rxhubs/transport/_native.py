@@ -99,6 +99,8 @@ class NativeLink:
         self._connection, self._session, self._link, self._transport = connection, session, link, transport
         self._channel, self._handle = channel, handle
         self._ticked = time.monotonic()
+        most = getattr(connection, "_max_frame_size", None)  # what our Open allowed the peer to send
+        self._max_frame = most if isinstance(most, int) and most >= 512 else 0x7FFFFFFF
         self.messages = 0  # read natively (for tests and the bench)
         self.handed_back = 0  # frames handed to the SDK
         self.grants = 0  # credit granted back
@@ -122,6 +124,7 @@ class NativeLink:
                 data = transport._read_buffer.read()
                 messages, consumed, other, last = parse(data, self._channel, self._handle) if data else _NOTHING
                 if not messages and other is None:  # no whole frame held: read the socket
+                    self._check_size(data, consumed)
                     try:
                         async with asyncio.timeout(self._tick_every()):
                             chunk = await transport.reader.read(CHUNK)
@@ -147,6 +150,13 @@ class NativeLink:
             if time.monotonic() - self._ticked >= _TICK and not await self._tick():
                 return False
         return True
+
+    def _check_size(self, data: bytes, at: int) -> None:
+        """An incomplete frame whose size is over the connection's maximum is garbage: never wait for it."""
+        if len(data) - at >= 4:
+            size = int.from_bytes(data[at:at + 4], "big")
+            if size > self._max_frame:  # (a reader that waited would hold up to 2 GB for nothing)
+                raise FrameError(f"a frame of {size} bytes, over the connection's maximum of {self._max_frame}")
 
     def _tick_every(self) -> float:
         remote = getattr(self._connection, "_remote_idle_timeout_send_frame", None)
