@@ -14,6 +14,8 @@ reads through the receiver and :func:`~rxhubs.spark.to_arrow` instead.
 
 from __future__ import annotations
 
+import array
+import functools
 import importlib
 import logging
 from types import ModuleType
@@ -118,6 +120,16 @@ def _string(rows: int, offsets: Any, data: Any, valid: Any = None) -> Any:
     return pa.Array.from_buffers(pa.string(), rows, buffers)
 
 
+@functools.lru_cache(maxsize=32)
+def _constant(text: str, rows: int) -> Any:
+    """A string column of ``rows`` times ``text`` (kept: batches of a task repeat it; ``pa.repeat`` imports pandas)."""
+    import pyarrow as pa
+
+    data = text.encode()
+    offsets = array.array("i", range(0, (rows + 1) * len(data), len(data))) if data else bytes(4 * (rows + 1))
+    return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data * rows)])
+
+
 def _map(rows: int, parts: tuple[Any, ...]) -> Any:
     import pyarrow as pa
 
@@ -136,7 +148,7 @@ def record_batch(taken: tuple[int, tuple[Any, ...]], partition: str, consumer_gr
     schema = arrow_schema()
     columns = [
         pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(body_off), pa.py_buffer(body)]),
-        pa.repeat(pa.scalar(partition, pa.string()), rows),
+        _constant(partition, rows),
         _string(rows, off_off, off),
         pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(seq)]),
         pa.Array.from_buffers(schema.field("enqueuedTime").type, rows, [None, pa.py_buffer(enq)]),
@@ -144,7 +156,7 @@ def record_batch(taken: tuple[int, tuple[Any, ...]], partition: str, consumer_gr
         _string(rows, pk_off, pk, pk_valid),
         _map(rows, props),
         _map(rows, system),
-        pa.repeat(pa.scalar(consumer_group, pa.string()), rows),
-        pa.repeat(pa.scalar(eventhub_name, pa.string()), rows),
+        _constant(consumer_group, rows),
+        _constant(eventhub_name, rows),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)

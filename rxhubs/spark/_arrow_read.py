@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from rxhubs.spark._source_options import _Options
 from rxhubs.transport._direct import direct_supported, receive_direct
 from rxhubs.transport._errors import translate_error
 
-__all__ = ["BYTES", "ROWS", "read_frames"]
+__all__ = ["BYTES", "ROWS", "Times", "read_frames"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
@@ -72,6 +73,7 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
     """
     from rxhubs.spark._read import read_events
 
+    times = Times(partition)
     loop = asyncio.new_event_loop()
     hub = opts.hub(partition_ids=(partition.partition,))  # planned from the hub's partitions: no need to ask
     task: asyncio.Task[None] | None = None
@@ -87,8 +89,13 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
             prefetch=min(opts.prefetch or 1000, max(1, partition.end - partition.start)), owner_level=None,
             track_last_enqueued_event_properties=False, room=sink.room, deliver=_never, frames=sink,
         ))
-        yield from _batches(loop, task, sink, opts, partition, hub._secrets)
+        for batch in _batches(loop, task, sink, opts, partition, hub._secrets, times):
+            times.rows += batch.num_rows
+            handed = time.perf_counter()
+            yield batch
+            times.spark += time.perf_counter() - handed
     finally:
+        closing = time.perf_counter()
         try:
             if task is not None and not task.done():
                 task.cancel()
@@ -96,6 +103,39 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
             loop.run_until_complete(close_hub(hub))
         finally:
             loop.close()
+            times.done(closing)
+
+
+class Times:
+    """Where one task's time went, logged at DEBUG on ``rxhubs.spark.source`` when it ends (docs/spark.md, Costs).
+
+    ``first``: from the start to the first rows (the connection, authentication and attach, and the service's
+    first frames); ``spark``: while Spark held the generator (it consumes each batch before asking for the next);
+    the rest of the time until the range is complete is the read itself (socket, frames, Arrow buffers).
+    """
+
+    def __init__(self, partition: SequenceRange) -> None:
+        self.partition = partition
+        self.start, self.cpu = time.perf_counter(), time.process_time()
+        self.first: float | None = None
+        self.spark = 0.0
+        self.rows = 0
+
+    def arrived(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.start
+
+    def done(self, closing: float) -> None:
+        now = time.perf_counter()
+        total, first = now - self.start, self.first or 0.0
+        cpu = time.process_time() - self.cpu
+        _log.debug(
+            "range %s %d..%d: %d events in %.1f ms: first rows after %.1f ms (connect, attach), read %.1f ms, "
+            "Spark between batches %.1f ms, close %.1f ms; this worker's CPU %.2f us/event",
+            self.partition.partition, self.partition.start, self.partition.end - 1, self.rows, total * 1e3,
+            first * 1e3, (closing - self.start - first - self.spark) * 1e3, self.spark * 1e3, (now - closing) * 1e3,
+            cpu / max(1, self.rows) * 1e6,
+        )
 
 
 def _never(messages: list[Any]) -> None:  # the sink keeps the events: the loop hands nothing over
@@ -104,7 +144,7 @@ def _never(messages: list[Any]) -> None:  # the sink keeps the events: the loop 
 
 def _batches(
     loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], sink: _Sink, opts: _Options, partition: SequenceRange,
-    secrets: tuple[str, ...],
+    secrets: tuple[str, ...], times: Times,
 ) -> Iterator[Any]:
     columns = sink.columns
     position = partition.start
@@ -117,6 +157,7 @@ def _batches(
             if task.done():
                 _raise(task, opts, what, secrets)
             if arrived:
+                times.arrived()
                 wait = opts.receive_timeout
                 continue
             if not columns.rows:
