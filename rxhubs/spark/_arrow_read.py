@@ -34,10 +34,9 @@ _log = logging.getLogger("rxhubs.spark.source")
 
 #: Rows per record batch handed to Spark (fewer, larger batches: Spark's cost is per batch and per row).
 ROWS = 50_000
-#: ... or fewer, once the bodies held pass this many bytes.
+#: ... or fewer, once the bodies held pass this many bytes. The link stops being read while twice either is held
+#: (its credit then runs out and the service pauses).
 BYTES = 32 << 20
-#: Rows held before the link stops being read (its credit then runs out and the service pauses).
-_HOLD = 2 * ROWS
 
 
 class _Sink:
@@ -57,7 +56,7 @@ class _Sink:
         self.arrived.set()
 
     def has_room(self) -> bool:
-        return bool(self.columns.rows < _HOLD)
+        return bool(self.columns.rows < 2 * ROWS and self.columns.size() < 2 * BYTES)
 
     async def room(self) -> None:
         while not self.has_room():

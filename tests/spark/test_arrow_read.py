@@ -67,8 +67,8 @@ def test_a_range_read_from_the_frames_equals_the_events_path(emulator: Backgroun
     conn_str = emulator.connection_string(HUB)
     total = fill(conn_str)
     opts = _Options({"connectionstring": conn_str, "prefetch": "100"})
-    rows_before = _arrow_read.ROWS
-    _arrow_read.ROWS = 128  # several record batches, and credit granted back many times
+    rows_before, bytes_before = _arrow_read.ROWS, _arrow_read.BYTES
+    _arrow_read.ROWS, _arrow_read.BYTES = 128, 200_000  # many batches (cut by rows, and by bytes around BIG)
     try:
         for part in (SequenceRange("0", 0, total), SequenceRange("0", 250, 901), SequenceRange("0", 899, total - 1)):
             frames = table(read_range(opts, part))
@@ -77,7 +77,7 @@ def test_a_range_read_from_the_frames_equals_the_events_path(emulator: Backgroun
             assert frames.column("sequenceNumber").to_pylist() == list(range(part.start, part.end))
             assert frames.equals(events)
     finally:
-        _arrow_read.ROWS = rows_before
+        _arrow_read.ROWS, _arrow_read.BYTES = rows_before, bytes_before
     big = frames.filter(pa.compute.equal(frames.column("sequenceNumber"), 900))
     assert big.column("body")[0].as_py() == BIG
 
