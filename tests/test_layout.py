@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rxhubs"
 #: Each unit of the package (a subpackage or a top-level module) and its floor: a unit imports only units on
 #: lower floors (or itself). The rows of docs/architecture.md, with the top-level modules placed where they sit.
 FLOORS = {
-    "errors": 0,
+    "errors": 0, "_capture_format": 0,
     "_extensions": 1,
     "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1,
     "_batch": 2, "_run": 2,
@@ -25,6 +25,7 @@ FLOORS = {
     "spark": 8, "processor": 8, "testing": 8, "windows": 8, "operate": 8,
     "tables": 9,  # builds on spark (the Delta sink writes the Spark sink's Arrow rows)
     "__init__": 9,  # the package's own top: what `import rxhubs` gives
+    "schemas": 8,
     "otel": 10, "demo": 10, "bench": 10,
     "chaos": 11,  # the seeded chaos run: a bench scenario of its own (it prints the bench's figures)
     "cli": 12,
@@ -96,6 +97,63 @@ def test_no_module_is_longer_than_a_reader_takes_in_at_once() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(PACKAGE)) not in LONGER_ALLOWED
     }
     assert not long, f"split these by concern (docs/architecture.md): {long}"
+
+
+def test_only_the_bench_tests_import_the_bench() -> None:
+    """A helper that tests share lives in rxhubs.testing or tests/, not in a benchmark's module.
+
+    tests/bench/ tests the benchmarks themselves, so it imports them; no other test does.
+    """
+    tests = PACKAGE.parent / "tests"
+    found = [
+        f"{path.relative_to(tests.parent)}:{line}"
+        for path in sorted(tests.rglob("*.py"))
+        if "bench" not in path.relative_to(tests).parts[:1]
+        for line, unit in _imports(path)
+        if unit == "bench"
+    ]
+    assert not found, f"tests importing rxhubs.bench (move the helper to rxhubs.testing or tests/): {found}"
+
+
+def test_architecture_md_draws_every_unit_on_its_floor() -> None:
+    """docs/architecture.md's diagram: one band per floor, top floor first, every unit in the band of its floor."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page.split("## The layers", 1)[1].split("```", 2)[1]
+    bands = [band for band in diagram.split("───") if band.strip("─ \n")]
+    drawn: dict[str, int] = {}
+    floors = []
+    for index, band in enumerate(bands):
+        # units are drawn in the left column (`name/`, `name.py`); from column 38 on, prose about them
+        names = {
+            word.removesuffix("/").removesuffix(".py")
+            for line in band.splitlines()
+            for word in line[:38].split()
+            if word.endswith(("/", ".py"))
+        }
+        for name in names:
+            assert name in FLOORS, f"docs/architecture.md draws {name!r}, which tests/test_layout.py does not place"
+            drawn[name] = index
+        floors.append({FLOORS[n] for n in names})
+    assert set(drawn) == set(FLOORS) - {"__init__"}, f"units not drawn: {set(FLOORS) - {'__init__'} - set(drawn)}"
+    assert all(len(f) == 1 for f in floors), f"a band holds units of several floors: {floors}"
+    levels = [next(iter(f)) for f in floors]
+    assert levels == sorted(levels, reverse=True) and len(set(levels)) == len(levels), levels
+
+
+def test_stores_are_typed_where_they_are_probed() -> None:
+    """No ``store: object``: a capability probe takes a CheckpointStore and narrows it with a TypeGuard.
+
+    (``is_fenced``, ``is_stateful``, ``takes_hands`` in rxhubs/stores/_contract.py.)
+    """
+    untyped = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {arg.arg}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        if "store" in arg.arg and arg.annotation is not None and ast.unparse(arg.annotation) == "object"
+    ]
+    assert not untyped, f"type these with rxhubs.stores' protocols: {untyped}"
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:

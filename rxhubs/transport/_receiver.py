@@ -21,8 +21,7 @@ How it works (see ``docs/transport.md`` for the measurements behind it):
 - ``close()`` stops the SDK task without waiting for the SDK's once-a-second poll of its stopped
   partitions, then closes the client, so the link is released when ``close()`` returns.
 
-What it needs from its hub (``ReceiverHost``) and from the SDK's own state (positions in the SDK's terms, the
-link's delivery-tag set) is in ``_receiver_sdk``.
+What it needs from the SDK's terms and state (positions, the link's delivery-tag set) is in ``_receiver_sdk``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from azure.eventhub import EventData
 from azure.eventhub.aio import EventHubConsumerClient
@@ -43,14 +42,14 @@ from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
 from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct, record_public
 from rxhubs.transport._errors import first_line, translate_error
-from rxhubs.transport._liveness import LinkWatch, Watchdog, sdk_link, stall_error, watched
+from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
 from rxhubs.transport._receiver_sdk import (
-    ReceiverHost,
     forget_delivery_tags,
     high_water_of,
     sdk_delivery_tags,
     sdk_position,
 )
+from rxhubs.transport._warm import WarmSessions
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -61,6 +60,22 @@ _log = logging.getLogger("rxhubs.transport.azure")
 
 # Upper bound on each step of closing a receiver (normally milliseconds).
 _CLOSE_STEP_TIMEOUT = 5.0
+
+
+class ReceiverHost(Protocol):
+    """What a receiver needs from the hub that made it (:class:`~rxhubs.EventHub`)."""
+
+    _secrets: tuple[str, ...]
+    _liveness: Liveness
+    _warm: WarmSessions
+
+    async def _check_partition(self, partition_id: str) -> None: ...
+
+    def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient: ...
+
+    def _forget(self, receiver: AzurePartitionReceiver) -> None: ...
+
+    async def get_partition_properties(self, partition_id: str) -> PartitionProperties: ...
 
 
 class AzurePartitionReceiver(ReceiverBase):

@@ -1,42 +1,18 @@
-"""What the Azure receiver needs from its hub and from the SDK: the host protocol, positions, delivery tags.
+"""What the Azure receiver takes from the SDK's terms and state: positions and the link's delivery tags (private).
 
-:class:`ReceiverHost` is what :class:`~rxhubs.transport._receiver.AzurePartitionReceiver` calls on the
-:class:`~rxhubs.EventHub` that made it; ``sdk_position`` and ``high_water_of`` put a :class:`~rxhubs.Position`
-in the SDK's terms; ``sdk_delivery_tags`` and ``forget_delivery_tags`` reach into the SDK link's set of
-delivery tags, a workaround for its growth (private).
+``sdk_position`` and ``high_water_of`` put a :class:`~rxhubs.Position` in the SDK's terms for
+:class:`~rxhubs.transport._receiver.AzurePartitionReceiver`; ``sdk_delivery_tags`` and ``forget_delivery_tags``
+reach into the SDK link's set of delivery tags, a workaround for its growth.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from azure.eventhub.aio import EventHubConsumerClient
+from rxhubs._models import Position
 
-from rxhubs._models import PartitionProperties, Position
-from rxhubs.transport._liveness import Liveness
-from rxhubs.transport._warm import WarmSessions
-
-if TYPE_CHECKING:
-    from rxhubs.transport._receiver import AzurePartitionReceiver
-
-__all__ = ["ReceiverHost", "forget_delivery_tags", "high_water_of", "sdk_delivery_tags", "sdk_position"]
-
-
-class ReceiverHost(Protocol):
-    """What a receiver needs from the hub that made it (:class:`~rxhubs.EventHub`)."""
-
-    _secrets: tuple[str, ...]
-    _liveness: Liveness
-    _warm: WarmSessions
-
-    async def _check_partition(self, partition_id: str) -> None: ...
-
-    def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient: ...
-
-    def _forget(self, receiver: AzurePartitionReceiver) -> None: ...
-
-    async def get_partition_properties(self, partition_id: str) -> PartitionProperties: ...
+__all__ = ["forget_delivery_tags", "high_water_of", "sdk_delivery_tags", "sdk_position"]
 
 
 def sdk_position(start: Position) -> tuple[str | int | _dt.datetime, bool]:

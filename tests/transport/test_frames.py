@@ -334,7 +334,7 @@ def test_uuid_and_compiled_build_agree(reader: ModuleType) -> None:
 )
 def test_frames_as_the_emulator_sends_them(reader: ModuleType, size: int, properties: int, metrics: bool) -> None:
     """The emulator's own framing of events the SDK's producer encoded (what a receive connection carries)."""
-    from rxhubs.bench._decode import emulator_frames
+    from rxhubs.testing._emulator_frames import emulator_frames
 
     stream = emulator_frames(size, properties, metrics, count=5)
     got = read_in_chunks(reader, stream, [len(stream) // 3, len(stream) // 2 + 1])
