@@ -50,7 +50,7 @@ class FrameColumns(ValueReader):
     :meth:`append_row`); it raises ``Unsupported`` for what the SDK must decode. Example (the Python build):
 
         >>> from rxhubs.spark._arrow_batch import slow_row, record_batch
-        >>> from rxhubs.bench._decode import emulator_frames
+        >>> from rxhubs.testing._emulator_frames import emulator_frames
         >>> columns = FrameColumns(slow_row)
         >>> columns.parse(emulator_frames(16, 1, count=3), 1, 0)[0]
         3

@@ -178,7 +178,7 @@ def test_any_message_shape_gives_the_events_table(build: ModuleType, batch: list
 
 def test_the_usual_event_is_written_natively(build: ModuleType) -> None:
     """The emulator's own frames never take the general way (every value is one the builder writes itself)."""
-    from rxhubs.bench._decode import emulator_frames
+    from rxhubs.testing._emulator_frames import emulator_frames
 
     def refuse(data: bytes, pos: int, end: int) -> Any:
         raise AssertionError("the general way was taken")
