@@ -75,7 +75,7 @@ class NativeLink:
     Raises ``NotImplementedError`` naming the private part that is missing, before any I/O.
     """
 
-    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[list[Any]], None]):
+    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[Any], None]):
         connection: Any = getattr(handler, "_connection", None)
         link: Any = getattr(handler, "_link", None)
         transport: Any = getattr(connection, "_transport", None)
@@ -169,9 +169,12 @@ class NativeLink:
         ready: bool = await self._handler.client_ready_async()
         return ready
 
-    async def _delivered(self, messages: list[Any], last: Any) -> None:
-        """The session's and link's bookkeeping for ``len(messages)`` transfers, once; then hand them over."""
-        n = len(messages)
+    async def _delivered(self, messages: list[Any] | int, last: Any) -> None:
+        """The session's and link's bookkeeping for ``len(messages)`` transfers, once; then hand them over.
+
+        ``messages`` is a count instead when the parser keeps the events itself (the Spark source's Arrow builder).
+        """
+        n = messages if isinstance(messages, int) else len(messages)
         session, link = self._session, self._link
         session.next_incoming_id += n
         session.remote_outgoing_window -= n
