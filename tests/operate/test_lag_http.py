@@ -28,7 +28,7 @@ from rxhubs.stores import SqliteCheckpointStore
 from rxhubs.transport._liveness import stall_error
 from tests.operate.readers import send
 
-HUB = "backlog"
+HUB, OUT = "backlog", "out"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -63,7 +63,7 @@ def enqueued_times(conn: str, partition_id: str) -> dict[int, float]:
 @pytest.fixture
 def backlog(emulator_factory: Any, tmp_path: Path) -> Any:
     """Partition 0: 10 events, a pause, 5, a pause, 5; checkpoint at 9, owned by "w-1". Partition 1: 3, none."""
-    emulator = emulator_factory(hubs={HUB: 2})
+    emulator = emulator_factory(hubs={HUB: 2, OUT: 1})
     conn = emulator.connection_string(HUB)
     send(conn, {"0": 10, "1": 3})
     time.sleep(1.2)
@@ -140,11 +140,16 @@ def test_a_taken_port_is_a_clear_error(backlog: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_rxhubs_consume_serves_its_lag_and_run_workers_too(backlog: Any, tmp_path: Path, workers: str) -> None:
+    times0, times1 = enqueued_times(backlog.conn, "0"), enqueued_times(backlog.conn, "1")
+    behind0 = times0[19] - times0[10]  # the first event not done is 10 (second burst); the newest 19 (third)
+    # The consumer publishes to a second hub that refuses producers until the test clears the fault: it cannot
+    # finish (nor checkpoint) an event, while its own endpoint reads the backlog hub, which stays healthy.
+    backlog.faults.server_busy(600, on="attach", hub=OUT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTHUB_", "AZURE_STORAGE_"))}
     env.update(EVENTHUB_CONNECTION_STRING=backlog.conn, PYTHONPATH=str(ROOT))
     consume = subprocess.Popen(
         [sys.executable, "-m", "rxhubs.cli", "consume", "--store", f"sqlite:///{backlog.path}", "--sink",
-         f"jsonl:{tmp_path / 'out.jsonl'}", "--lag-endpoint", "127.0.0.1:0", "--workers", workers,
+         f"eventhub:{OUT}", "--lag-endpoint", "127.0.0.1:0", "--workers", workers,
          "--interval", "0.5", "--checkpoint-interval", "0.2", "--duration", "60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
     )
@@ -155,6 +160,21 @@ def test_rxhubs_consume_serves_its_lag_and_run_workers_too(backlog: Any, tmp_pat
             line = consume.stderr.readline()  # a worker's log line may come first
         assert line.startswith("rxhubs consume: lag at http://127.0.0.1:"), line
         url = line.split(" at ")[1].split("/metrics")[0]
+        for _ in range(3):  # held back by the hub: the endpoint serves the known backlog, in events and seconds
+            body = urllib.request.urlopen(url + "/lag", timeout=30).read()
+            assert keda_metrics_api_value(body, "lag") == 13
+            assert keda_metrics_api_value(body, "partitions.0.lag") == 10
+            assert keda_metrics_api_value(body, "partitions.1.lag") == 3
+            assert keda_metrics_api_value(body, "lag_seconds") == pytest.approx(behind0, abs=0.002)
+            text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
+            samples = {(s.name, s.labels["partition"]): s.value
+                       for f in text_string_to_metric_families(text) for s in f.samples if "partition" in s.labels}
+            assert samples["rxhubs_lag_events", "0"] == 10 and samples["rxhubs_lag_events", "1"] == 3
+            assert samples["rxhubs_lag_seconds", "0"] == pytest.approx(behind0, abs=0.002)
+            assert samples["rxhubs_lag_seconds", "1"] == pytest.approx(times1[2] - times1[0], abs=0.002)
+            time.sleep(0.5)
+        assert consume.poll() is None
+        backlog.faults.clear()
         lag = None
         for _ in range(300):  # the consumer catches up: the lag it serves falls to 0
             lag = keda_metrics_api_value(urllib.request.urlopen(url + "/lag", timeout=30).read(), "lag")
@@ -162,7 +182,11 @@ def test_rxhubs_consume_serves_its_lag_and_run_workers_too(backlog: Any, tmp_pat
                 break
             time.sleep(0.2)
         assert lag == 0
+        body = urllib.request.urlopen(url + "/lag", timeout=30).read()
+        assert keda_metrics_api_value(body, "lag_seconds") == 0
+        assert len(enqueued_times(backlog.connection_string(OUT), "0")) >= 13  # the backlog, published after the fault
     finally:
+        backlog.faults.clear()
         consume.terminate()
         consume.wait(60)
 

@@ -110,9 +110,16 @@ async def test_live_owners_refuse_an_execute_and_are_named() -> None:
     with pytest.raises(OwnershipConflictError, match=r"worker-a \(partition 0\), worker-b \(partition 1\)"):
         await reset_positions(hub, store, to="earliest", execute=True)
     assert await stored(store, hub) == {"0": 40}
-    # an owner only of a partition the reset leaves alone does not refuse it
-    done = await reset_positions(hub, store, to="earliest", partition_ids=["0"], execute=True, force=True)
-    assert done.live_owners == {"worker-a": ["0"]}
+    # an owner only of a partition the reset leaves alone does not refuse it (no force: nobody is fenced)
+    alone = InMemoryCheckpointStore()
+    await alone.update_checkpoint(cp(hub, "0", 40))
+    await alone.update_checkpoint(cp(hub, "1", 40))
+    await alone.claim_ownership([Ownership(ns, "telemetry", GROUP, "1", "worker-b")])
+    done = await reset_positions(hub, alone, to="earliest", partition_ids=["0"], execute=True)
+    assert done.live_owners == {} and await stored(alone, hub) == {"0": -1, "1": 40}
+    with pytest.raises(OwnershipConflictError, match=r"live owners: worker-b \(partition 1\);"):
+        await reset_positions(hub, alone, to="earliest", partition_ids=["1"], execute=True)
+    assert await stored(alone, hub) == {"0": -1, "1": 40}
 
 
 async def test_force_fences_a_paused_owner_it_never_writes_its_old_position_back() -> None:

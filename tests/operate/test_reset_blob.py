@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +29,7 @@ from tests.support.keda import keda_lag
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 HUB = "orders"
+ROOT = Path(__file__).resolve().parents[2]
 GROUPS = ("g-time", "g-earliest", "g-shift", "g-force")
 
 
@@ -148,3 +155,52 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
     assert keda_lag(hub.conn, storage, blob_container, "g-time").checkpoints == {"0": 35, "1": None}
+
+
+def test_a_sigstopped_consumer_resumed_after_a_forced_reset_reads_from_the_reset_position(
+    hub: Any, azurite: Any, blob_container: str, monkeypatch: Any, capsys: Any, tmp_path: Any
+) -> None:
+    """A real ``rxhubs consume`` process catches up, is paused (SIGSTOP), the group is reset with ``--force``,
+    new events arrive, and it is resumed: its old position never comes back; it reads again from the reset."""
+    storage = azurite.connection_string
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTHUB_", "AZURE_STORAGE_"))}
+    env.update(EVENTHUB_CONNECTION_STRING=hub.conn, AZURE_STORAGE_CONNECTION_STRING=storage, PYTHONPATH=str(ROOT))
+    out = tmp_path / "out.jsonl"
+    zombie = subprocess.Popen(
+        [sys.executable, "-m", "rxhubs.cli", "consume", "--store", f"blob://{blob_container}", "-g", "g-force",
+         "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.2", "--duration", "300"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )
+
+    def read(pid: str) -> list[int]:
+        lines = out.read_text().splitlines() if out.exists() else []
+        return [r["sequenceNumber"] for r in map(json.loads, lines) if r["partition"] == pid]
+
+    def until(done: Any) -> None:
+        for _ in range(600):
+            if done():
+                return
+            assert zombie.poll() is None
+            time.sleep(0.2)
+        raise AssertionError("timed out")
+
+    try:
+        until(lambda: keda_lag(hub.conn, storage, blob_container, "g-force").checkpoints == {"0": 39, "1": 39})
+        zombie.send_signal(signal.SIGSTOP)
+        send(hub.conn, {"0": 5, "1": 5}, "while-paused")
+        code, _, err = cli(monkeypatch, capsys, hub.conn, storage, blob_container, "-g", "g-force",
+                           "--to-earliest", "--execute")
+        assert code == 2 and "has live owners:" in err and "(partitions 0, 1)" in err  # the paused process
+        code, out_text, _ = cli(monkeypatch, capsys, hub.conn, storage, blob_container, "-g", "g-force",
+                                "--to-earliest", "--execute", "--force")
+        assert code == 0 and "fenced" in out_text
+        assert keda_lag(hub.conn, storage, blob_container, "g-force").checkpoints == {"0": -1, "1": -1}
+        assert read("0") == read("1") == list(range(40))  # what it had done before it was paused
+        zombie.send_signal(signal.SIGCONT)
+        # resumed, it must neither write 39 or 44 over the reset nor carry on from 40: it reads 0.. again
+        until(lambda: read("0").count(0) == 2 and read("1").count(0) == 2 and max(read("0")) == max(read("1")) == 44)
+        until(lambda: keda_lag(hub.conn, storage, blob_container, "g-force").checkpoints == {"0": 44, "1": 44})
+    finally:
+        zombie.send_signal(signal.SIGCONT)
+        zombie.terminate()
+        zombie.wait(60)

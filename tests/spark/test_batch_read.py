@@ -145,24 +145,37 @@ def test_an_empty_plan_reads_nothing() -> None:
 
 
 def test_events_lost_to_retention_fail_the_task_unless_fail_on_data_loss_is_false(
-    caplog: pytest.LogCaptureFixture,
+    emulator_factory: Any, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The emulator keeps every event (it has no retention), so the check is driven with the first sequence
-    # number a receiver returned, as read_range() calls it.
-    from rxhubs.spark._read import DataLossError, check_loss
+    """A range planned while its events were there, read after retention removed some of them (the emulator
+    keeps the 8 newest events of each partition): the task fails by default, skips them with a warning if not."""
+    from rxhubs.spark._read import DataLossError
     from rxhubs.spark._source_options import _Options
 
-    strict = _Options({"connectionString": FAKE})
-    assert strict.fail_on_data_loss  # the default, as in Spark's Kafka source
-    check_loss(strict, SequenceRange("0", 10, 20), 10)  # nothing lost: nothing said
-    with pytest.raises(DataLossError, match=r"events 10\.\.14 of partition '0' of 'h' were removed by retention"):
-        check_loss(strict, SequenceRange("0", 10, 20), 15)
-    lenient = _Options({"connectionString": FAKE, "failOnDataLoss": "false"})
+    emulator: BackgroundEmulator = emulator_factory(hubs={HUB: 2}, retain_events=8)
+    conn_str = emulator.connection_string(HUB)
+    send(conn_str, 6, "a")
+
+    def planned(**options: str) -> tuple[EventHubsBatchReader, list[Any]]:
+        reader = EventHubsDataSource({"connectionString": conn_str, **options}).reader(None)
+        return reader, list(reader.partitions())
+
+    strict, strict_plan = planned()  # failOnDataLoss defaults to true, as in Spark's Kafka source
+    lenient, lenient_plan = planned(failOnDataLoss="false")
+    assert sorted((r.partition, r.start, r.end) for r in strict_plan) == [("0", 0, 6), ("1", 0, 6)]
+    send(conn_str, 6, "b")  # 12 events per partition, 8 kept: 0..3 are gone before the tasks run
+    for part in strict_plan:
+        with pytest.raises(DataLossError, match=rf"events 0\.\.3 of partition '{part.partition}' of '{HUB}' "
+                           "were removed by retention"):
+            list(strict.read(part))
     with caplog.at_level("WARNING", logger="rxhubs.spark.source"):
-        check_loss(lenient, SequenceRange("0", 10, 20), 25)  # the whole range is gone
-    assert [r.getMessage() for r in caplog.records] == [
-        "events 10..19 of partition '0' of 'h' were removed by retention before this query read them; "
-        "skipped (failOnDataLoss=false)"
+        rows = [r for part in lenient_plan for b in lenient.read(part) for r in b.to_pylist()]
+    assert sorted((r["partition"], r["sequenceNumber"], r["body"]) for r in rows) == [
+        (p, i, f"a-{p}-{i}".encode()) for p in "01" for i in (4, 5)  # what is left of the range, nothing after it
+    ]
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"events 0..3 of partition '{p}' of '{HUB}' were removed by retention before this query read them; "
+        "skipped (failOnDataLoss=false)" for p in "01"
     ]
     with pytest.raises(ConfigurationError, match="failOnDataLoss must be true or false"):
         _Options({"connectionString": FAKE, "failOnDataLoss": "sometimes"})
