@@ -1,7 +1,9 @@
-"""Build of the optional compiled frame reader (everything else is in pyproject.toml).
+"""Build of the optional compiled frame reader and encoder (everything else is in pyproject.toml).
 
 ``rxhubs/transport/_frames_c.py`` is a link to ``_frames_py.py``: Cython compiles that one source with the C
-types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. The extension is optional: where
+types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c`` (the receive path); the send path's
+encoder is built the same way, ``_encode_c.py`` (a link to ``_encode_py.py``) with ``_encode_c.pxd`` into
+``rxhubs.transport._encode_c``. The extensions are optional: where
 Cython or a C compiler is missing, or with ``RXHUBS_NO_EXTENSIONS=1``, the build leaves it out and rxhubs runs
 its pure-Python receive path (``docs/performance.md``). ``RXHUBS_REQUIRE_EXTENSIONS=1`` makes a failed build an
 error instead (CI).
@@ -22,11 +24,12 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    frames = Extension(
-        "rxhubs.transport._frames_c", ["rxhubs/transport/_frames_c.py"], optional=not required,
-    )
+    extensions = [
+        Extension(f"rxhubs.transport.{name}", [f"rxhubs/transport/{name}.py"], optional=not required)
+        for name in ("_frames_c", "_encode_c")
+    ]
     built = cythonize(
-        [frames], language_level=3, quiet=True,
+        extensions, language_level=3, quiet=True,
         # types come from the .pxd only (the annotations are for mypy); bounds stay checked
         compiler_directives={"annotation_typing": False, "wraparound": False, "cdivision": True},
     )

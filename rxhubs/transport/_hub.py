@@ -23,11 +23,11 @@ from rxhubs.transport._connection_string import (
     check_eventhub_name,
     parse_connection_string,
 )
-from rxhubs.transport._errors import first_line, translate_error
+from rxhubs.transport._errors import translate_error
 from rxhubs.transport._liveness import bounded
+from rxhubs.transport._native_send import Senders
 from rxhubs.transport._options import ClientOptions, check_credential
 from rxhubs.transport._orphans import Orphans
-from rxhubs.transport._producer import send_batches
 from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 from rxhubs.transport._receiver import AzurePartitionReceiver
 from rxhubs.transport._warm import WarmSessions
@@ -163,6 +163,7 @@ class EventHub:
         self._backoff_max = settings.retry_backoff_max
         self._fixed_backoff = settings.fixed_backoff
         self._secrets = self._clients.secrets
+        self._senders = Senders(self._secrets)  # the native send path's links (without it: SDK's send_batch)
         self._producer: EventHubProducerClient | None = None
         self._retired: list[EventHubProducerClient] = []  # producers that knew fewer partitions, closed last
         self._partition_ids: tuple[str, ...] | None = None
@@ -415,7 +416,7 @@ class EventHub:
         where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
         if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
             await self._retrying(
-                f"send to {where}", lambda client: send_batches(client, pending, partition_id, partition_key)
+                f"send to {where}", lambda client: self._senders.send(client, pending, partition_id, partition_key)
             )
 
     def _forget(self, receiver: AzurePartitionReceiver) -> None:
@@ -435,11 +436,7 @@ class EventHub:
         await self._orphans.close(timeout=5.0)
         producers = [*self._retired, *([self._producer] if self._producer is not None else [])]
         self._producer, self._retired = None, []
-        for producer in producers:
-            try:
-                await producer.close()
-            except Exception as exc:  # closing must not fail the caller
-                _log.debug("closing the producer client failed: %s", first_line(exc, self._secrets))
+        await self._senders.close(producers)  # the native links, then the SDK's producer clients
 
     async def __aenter__(self) -> EventHub:
         return self
