@@ -85,7 +85,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 #: Any other test counts :data:`_OTHER_SECONDS`.
 _SECONDS: dict[str, float] = {
     "tests/spark/test_discovery.py": 80,
-    "tests/bench/test_chaos_run.py": 70,
+    "tests/chaos/test_chaos_run.py": 70,
     "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark-source]": 67,
     "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[silent]": 43,
     "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark]": 40,

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rxhubs.bench._official import _Official
-from rxhubs.bench._rebalance import _Rx
-from rxhubs.bench._sim import INTERVAL, SAMPLE, _Group, _World
+from rxhubs.bench.rebalance._official import _Official
+from rxhubs.bench.rebalance._scenario import _Rx
+from rxhubs.bench.rebalance._sim import INTERVAL, SAMPLE, _Group, _World
 
 JOIN_AT = 60.0
 

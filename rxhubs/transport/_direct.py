@@ -26,13 +26,16 @@ from typing import Any
 from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
-from rxhubs.transport._frames import compiled_reader, log_receive_path
+from rxhubs.transport._frames import compiled_reader, extensions_disabled, log_receive_path, receive_path
 from rxhubs.transport._liveness import LinkWatch, own_the_decision
 from rxhubs.transport._native import NativeLink
+from rxhubs.transport._paths import record
 from rxhubs.transport._warm import adopt
 from rxhubs.transport._warm import close_session as _close_warm
 
-__all__ = ["DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "sdk_version_supported"]
+__all__ = [
+    "DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "record_public", "sdk_version_supported",
+]
 
 _log = logging.getLogger("rxhubs.transport.azure")
 
@@ -130,12 +133,23 @@ def sdk_version_supported(version: str = sdk_version) -> bool:
     return _SUPPORTED[0] <= parts < _SUPPORTED[1]
 
 
+def _direct_off() -> bool:
+    return os.environ.get(DIRECT_VARIABLE, "1").strip() == "0"
+
+
 def direct_supported(client: Any) -> bool:
     """Whether receivers of this SDK client can use the direct path (see the module docstring)."""
-    if os.environ.get(DIRECT_VARIABLE, "1").strip() == "0" or not sdk_version_supported():
+    if _direct_off() or not sdk_version_supported():
         return False
     transport = getattr(client, "_amqp_transport", None)
     return getattr(transport, "KIND", None) == "pyamqp" and callable(getattr(client, "_create_consumer", None))
+
+
+def record_public(partition_id: str, why: str | None = None) -> None:
+    """Record (:mod:`rxhubs.transport._paths`) that a link reads on the SDK's public loop; ``why``: a guard failed."""
+    if why is None:
+        why = f"{DIRECT_VARIABLE}=0" if _direct_off() else f"azure-eventhub {sdk_version} or its transport"
+    record(partition_id, "public", why, chosen=why == f"{DIRECT_VARIABLE}=0")
 
 
 class _SignallingDeque(deque[Any]):
@@ -161,6 +175,7 @@ def _native_link(
     log_receive_path()
     reader = compiled_reader()
     if reader is None:
+        record(partition_id, "sdk-loop", receive_path(), chosen=extensions_disabled())
         return None
 
     def push(messages: list[Any]) -> None:
@@ -168,10 +183,13 @@ def _native_link(
         arrived.set()
 
     try:
-        return NativeLink(reader.parse, handler, prefetch, push)
+        native = NativeLink(reader.parse, handler, prefetch, push)
     except NotImplementedError as exc:
         _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
+        record(partition_id, "sdk-loop", str(exc), chosen=False)
         return None
+    record(partition_id, "native", "compiled frame reader", chosen=True)
+    return native
 
 
 def delivery_tags(handler: Any) -> set[Any] | None:

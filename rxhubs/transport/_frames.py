@@ -16,7 +16,7 @@ import logging
 import os
 from types import ModuleType
 
-__all__ = ["NO_EXTENSIONS_VARIABLE", "compiled_reader", "log_receive_path", "receive_path"]
+__all__ = ["NO_EXTENSIONS_VARIABLE", "compiled_reader", "extensions_disabled", "log_receive_path", "receive_path"]
 
 _log = logging.getLogger("rxhubs.transport")
 
@@ -44,6 +44,16 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 _READER, _WHY = _load()
+
+
+def extensions_disabled() -> bool:
+    """True when the user asked for no compiled code (``RXHUBS_NO_EXTENSIONS=1``): the pure path is chosen.
+
+    Example:
+        >>> extensions_disabled() == (os.environ.get(NO_EXTENSIONS_VARIABLE, "0") not in ("", "0"))
+        True
+    """
+    return _disabled()
 
 
 def compiled_reader() -> ModuleType | None:

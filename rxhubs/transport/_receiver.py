@@ -39,7 +39,7 @@ from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
 from rxhubs.transport._base import ReceiverBase
 from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
 from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
-from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct
+from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct, record_public
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
 from rxhubs.transport._warm import WarmSessions
@@ -250,8 +250,11 @@ class AzurePartitionReceiver(ReceiverBase):
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path
                     _log.info("%s: direct receive unavailable (%s); using receive_batch", self._what(), exc)
+                    record_public(c.partition_id, str(exc))
                 finally:
                     self._link_closed.set()
+            else:
+                record_public(c.partition_id)
             await self._watched(client.receive_batch(
                 self._on_batch,
                 partition_id=c.partition_id,

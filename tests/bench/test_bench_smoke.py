@@ -37,10 +37,11 @@ NEEDS = {
 
 
 def test_every_scenario_module_is_registered() -> None:
-    """A module of rxhubs/bench with a top-level ``run(args)`` is a scenario: it must be in the registry."""
+    """A module of rxhubs/bench or rxhubs/chaos with a top-level ``run(args)`` is a scenario: it must be registered."""
     modules = {
-        f"rxhubs.bench.{path.stem}"
-        for path in (ROOT / "rxhubs" / "bench").glob("_*.py")
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for room in ("bench", "chaos")
+        for path in (ROOT / "rxhubs" / room).rglob("_*.py")
         if re.search(r"^def run\(", path.read_text(encoding="utf-8"), re.MULTILINE)
     }
     assert modules, "no scenario module found"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rxhubs import Checkpoint, Ownership
-from rxhubs.bench._handover_worker import Record, rx_store
+from rxhubs.bench.handover._worker import Record, rx_store
 from rxhubs.errors import OwnershipLostError
 from rxhubs.stores import BlobCheckpointStore, is_fenced
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rxhubs.bench._handover import summarize
+from rxhubs.bench.handover._scenario import summarize
 
 
 def record(processed: list[tuple[str, int, float]], **steps: Any) -> dict[str, Any]:

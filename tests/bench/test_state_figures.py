@@ -8,8 +8,8 @@ from typing import Any
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
-from rxhubs.bench._state import _figures
-from rxhubs.bench._state_worker import CHECKPOINT_INTERVAL, CountingStore, CpuSplit
+from rxhubs.bench.state._scenario import _figures
+from rxhubs.bench.state._worker import CHECKPOINT_INTERVAL, CountingStore, CpuSplit
 
 
 def trial(rates: dict[str, float], *, cpu: float = 1.0, stage: float = 0.2, writes: int = 5,

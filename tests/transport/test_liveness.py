@@ -20,9 +20,10 @@ from rxhubs.emulator.pytest_plugin import (
     emulator_factory,  # noqa: F401  (fixture)
 )
 from rxhubs.errors import ConfigurationError, TransportError
-from rxhubs.transport import EventHub
+from rxhubs.transport import EventHub, _paths
 from rxhubs.transport._direct import DIRECT_VARIABLE
-from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE
+from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, compiled_reader
+from rxhubs.transport._frames import receive_path as receive_path_now
 from rxhubs.transport._liveness import Liveness, Watchdog, bounded
 
 IDLE = 1.0
@@ -37,14 +38,26 @@ def quiet_sdk() -> Iterator[None]:
     logger.setLevel(level)
 
 
+_PATH_OF = {"native": "native", "direct": "sdk-loop", "public": "public"}
+
+
 @pytest.fixture(params=["native", "direct", "public"])
-def receive_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """native: the compiled frame reader (it sends the heartbeats itself); direct: our loop over pyamqp's reads."""
+def receive_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """native: the compiled frame reader (it sends the heartbeats itself); direct: our loop over pyamqp's reads.
+
+    Every link the test opened must have read on the path of its case (the suite's autouse fixture already
+    fails a link that fell back; this also catches a case that never reached its path).
+    """
     if request.param == "public":
         monkeypatch.setenv(DIRECT_VARIABLE, "0")
     if request.param == "direct":
         monkeypatch.setenv(NO_EXTENSIONS_VARIABLE, "1")
-    return str(request.param)
+    if request.param == "native":
+        monkeypatch.delenv(NO_EXTENSIONS_VARIABLE, raising=False)
+        assert compiled_reader() is not None, f"the native case needs the compiled build: {receive_path_now()}"
+    yield str(request.param)
+    paths = {link.path for link in _paths.opened()}
+    assert paths <= {_PATH_OF[request.param]}, f"{request.param} case read on {paths}"
 
 
 def _stall_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -1,0 +1,1 @@
+"""Scenarios ``rebalance`` and ``scale``, in virtual time: drivers, the shared world (``_sim``), the official rules."""

@@ -1,0 +1,1 @@
+"""Scenario ``throughput``: the driver (``_scenario``), the trial process (``_worker``), its profile (``_profile``)."""
