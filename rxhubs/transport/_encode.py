@@ -14,7 +14,7 @@ import importlib
 import logging
 from types import ModuleType
 
-from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, _disabled
+from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, extensions_disabled
 
 __all__ = ["compiled_encoder", "log_send_path", "send_path"]
 
@@ -25,7 +25,7 @@ _said = False
 
 def _load() -> tuple[ModuleType | None, str]:
     """The compiled encoder and why it is (not) used."""
-    if _disabled():
+    if extensions_disabled():
         return None, f"{NO_EXTENSIONS_VARIABLE} is set"
     try:
         module = importlib.import_module("rxhubs.transport._encode_c")
@@ -46,7 +46,7 @@ def compiled_encoder() -> ModuleType | None:
         >>> compiled_encoder() is None or compiled_encoder().batch_frames.__name__ == "batch_frames"
         True
     """
-    return None if _disabled() else _ENCODER
+    return None if extensions_disabled() else _ENCODER
 
 
 def send_path() -> str:
@@ -58,7 +58,7 @@ def send_path() -> str:
     """
     if compiled_encoder() is not None:
         return f"native ({_WHY}: {_ENCODER.__file__.rsplit('/', 1)[-1]})"  # type: ignore[union-attr]
-    why = f"{NO_EXTENSIONS_VARIABLE} is set" if _disabled() else _WHY
+    why = f"{NO_EXTENSIONS_VARIABLE} is set" if extensions_disabled() else _WHY
     return f"azure-eventhub's send_batch ({why})"
 
 

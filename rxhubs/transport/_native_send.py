@@ -28,10 +28,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from rxhubs.transport import _paths
 from rxhubs.transport._direct import _open, sdk_version_supported
 from rxhubs.transport._encode import compiled_encoder, log_send_path
 from rxhubs.transport._errors import first_line
 from rxhubs.transport._frame_errors import Unsupported
+from rxhubs.transport._frames import extensions_disabled
 from rxhubs.transport._producer import OversizedEventError, send_batches
 from rxhubs.transport._publisher import OutgoingEvent
 
@@ -143,7 +145,7 @@ class NativeSender:
                 start = written[-1][2]
             if deliveries:
                 await asyncio.wait([f for f, _, _ in deliveries])
-        except Unsupported:  # the rest goes through the SDK: first settle what was written
+        except (Unsupported, OversizedEventError):  # settle what was written before the event refused
             if deliveries:
                 await asyncio.wait([f for f, _, _ in deliveries])
             raise
@@ -294,7 +296,7 @@ class Senders:
         if sender is None:
             encoder = compiled_encoder()
             if encoder is None:
-                self._fall_back("no compiled encoder")
+                self._fall_back(None)  # (the line says why: not built, or RXHUBS_NO_EXTENSIONS)
                 return None
             kind = getattr(getattr(client, "_amqp_transport", None), "KIND", "")
             if not sdk_version_supported() or kind != "pyamqp" or not callable(getattr(client, "_create_producer", 0)):
@@ -306,11 +308,13 @@ class Senders:
                 self._fall_back(str(exc))
                 return None
             self._senders[partition_id] = sender
+            _paths.record(f"send to {partition_id or 'the hub'}", "native-send", "compiled encoder", chosen=True)
             log_send_path()
         return sender
 
-    def _fall_back(self, reason: str) -> None:
-        self._off = reason
+    def _fall_back(self, reason: str | None) -> None:
+        self._off = reason or "no compiled encoder"
+        _paths.record("send", "send_batch", self._off, chosen=reason is None and extensions_disabled())
         log_send_path(reason)
 
     async def send(self, client: Any, pending: list[OutgoingEvent], partition_id: str | None,
