@@ -28,8 +28,10 @@ class Server:
     def __init__(self, hubs: dict[str, int], *, consumer_groups: tuple[str, ...], data_dir: Path | None,
                  keys: dict[str, str] | None, idle_timeout: float | None,
                  refuse_consumers_at_attach: bool = False, faults: FaultState | None = None,
-                 link_log: LinkLog | None = None, identities: tuple[LocalIdentity, ...] = ()) -> None:
+                 link_log: LinkLog | None = None, identities: tuple[LocalIdentity, ...] = (),
+                 max_message_size: int = 1024 * 1024) -> None:
         self.hubs = {name: Hub(name, count, consumer_groups, data_dir) for name, count in hubs.items()}
+        self.max_message_size = max_message_size  # what a producer may send in one message (advertised at attach)
         self.faults = faults or FaultState()  # server-busy windows in force (see rxhubs.emulator._faults)
         self.link_log = link_log or LinkLog()  # every consumer link attach, detach and refusal
         self._by_folded = {name.casefold(): hub for name, hub in self.hubs.items()}

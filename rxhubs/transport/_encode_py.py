@@ -216,7 +216,7 @@ def batch_frames(
             if type(body) is not bytes:
                 raise Unsupported(f"an event body of type {type(body).__name__}")
             props = event.properties
-            if props is not last_props:
+            if props is not last_props:  # (callers share one mapping between events with the same properties)
                 last_section = _properties(props)
                 last_props = props
             length = base + len(last_section) + section_overhead(len(body)) + len(body)
