@@ -7,11 +7,24 @@ encoder is built the same way, ``_encode_c.py`` (a link to ``_encode_py.py``) wi
 Cython or a C compiler is missing, or with ``RXHUBS_NO_EXTENSIONS=1``, the build leaves it out and rxhubs runs
 its pure-Python receive path (``docs/performance.md``). ``RXHUBS_REQUIRE_EXTENSIONS=1`` makes a failed build an
 error instead (CI).
+
+Each compiled module is built with the C macro ``RXHUBS_SOURCE_SHA256``: the SHA-256 of the source it was compiled
+from. At import, ``rxhubs/_extensions.py`` compares it with the source beside the build; a stale build (an older
+source) logs a WARNING and is not used. ``CONTRIBUTING.md`` ("Compiled modules") says how to add one.
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
+
+
+def _compiled(name: str, required: bool) -> Extension:
+    """The extension ``name`` (``a.b._x_c``) from its source ``a/b/_x_c.py``, carrying the source's SHA-256."""
+    source = name.replace(".", "/") + ".py"
+    digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    return Extension(name, [source], optional=not required, define_macros=[("RXHUBS_SOURCE_SHA256", f'"{digest}"')])
 
 
 def _extensions() -> list[Extension]:
@@ -24,12 +37,9 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    extensions = [
-        Extension(f"rxhubs.transport.{name}", [f"rxhubs/transport/{name}.py"], optional=not required)
-        for name in ("_frames_c", "_encode_c")
-    ]
+    compiled = [_compiled(f"rxhubs.transport.{name}", required) for name in ("_frames_c", "_encode_c")]
     built = cythonize(
-        extensions, language_level=3, quiet=True,
+        compiled, language_level=3, quiet=True,
         # types come from the .pxd only (the annotations are for mypy); bounds stay checked
         compiler_directives={"annotation_typing": False, "wraparound": False, "cdivision": True},
     )

@@ -101,7 +101,9 @@ def _members(obj: Any) -> list[str]:
     if issubclass(obj, enum.Enum):
         return [f"  - `{m.name}`" for m in obj]
     lines = []
-    for name, member in sorted(vars(obj).items()):
+    # a class's own members, and those of its private bases (a class split by concern, as EventHub is)
+    own = [base for base in reversed(obj.__mro__) if base is obj or base.__name__.startswith("_")]
+    for name, member in sorted({k: v for base in own for k, v in vars(base).items()}.items()):
         if name.startswith("_"):
             continue
         target = member.__func__ if isinstance(member, classmethod | staticmethod) else member

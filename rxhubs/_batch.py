@@ -11,8 +11,8 @@ Besides its events, an :class:`EventBatch` carries three private things rxhubs o
   reorders batches can never make it pass unfinished work;
 * the partition's **ownership session** (:class:`OwnershipSession`), when read by :func:`rxhubs.partitions`:
   whether the partition is still owned, where to report an error, and how to stop just this partition;
-* its **state deltas** (``_state``, :class:`rxhubs._state.StateDelta`): what stateful operators changed for it,
-  folded into the committed state by the checkpoint operator.
+* its **state deltas** (``_state``, :class:`rxhubs.state._codec.StateDelta`): what stateful operators changed
+  for it, folded into the committed state by the checkpoint operator.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rxhubs._models import Event, LastEnqueuedEventProperties, Ownership, PartitionContext
-from rxhubs._state import OperatorState, StateDelta
 
 if TYPE_CHECKING:
     from reactivex import Observable
+
+    from rxhubs.state._codec import OperatorState, StateDelta  # a batch only carries them (rxhubs/state/ is above)
 
 __all__ = ["Ack", "EventBatch", "Origin", "OwnershipSession"]
 

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from rxhubs.operators._wspec import (
+from rxhubs.state._spec import (
     ScanBatch,
     WindowBatch,
     WindowResult,
@@ -31,7 +31,7 @@ from rxhubs.operators._wspec import (
     sum,
     tumbling,
 )
-from rxhubs.operators._wtime import CaughtUp, EnqueuedTime, EventTime
+from rxhubs.state._time import CaughtUp, EnqueuedTime, EventTime
 
 __all__ = [
     "CaughtUp", "EnqueuedTime", "EventTime", "ScanBatch", "WindowBatch", "WindowResult", "count", "fold",

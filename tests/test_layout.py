@@ -14,9 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rxhubs"
 #: lower floors (or itself). The rows of docs/architecture.md, with the top-level modules placed where they sit.
 FLOORS = {
     "errors": 0,
-    "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1, "_state": 1,
+    "_extensions": 1,
+    "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1,
     "_batch": 2, "_run": 2,
-    "_telemetry": 3,
+    "_telemetry": 3, "state": 3,  # event time and operator state: batches carry it, balancing restores it
     "transport": 4, "stores": 4, "_workers": 4,
     "sources": 5,
     "balancing": 6,

@@ -167,6 +167,7 @@ class Consumer:
                 prefetch=reading.prefetch,
                 max_batch_size=reading.max_batch_size,
                 max_wait=reading.max_wait,
+                min_batch_size=reading.min_batch_size,
                 max_inflight=reading.max_inflight,
                 emit_empty=reading.emit_empty,
                 track_last_enqueued_event_properties=reading.track_last_enqueued_event_properties,

@@ -10,7 +10,6 @@ from reactivex import abc
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
-from rxhubs._state import decode
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
@@ -18,6 +17,7 @@ from rxhubs.balancing._records import next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import Fenced, StoreCalls
 from rxhubs.errors import OwnershipLostError, StateError
+from rxhubs.state._codec import decode
 from rxhubs.stores import CheckpointStore, is_fenced
 
 __all__ = ["Holdings"]

@@ -67,6 +67,7 @@ def partitions(
     start_inclusive: bool | Mapping[str, bool] = False,
     max_batch_size: int = DEFAULT_READ.max_batch_size,
     max_wait: float = DEFAULT_READ.max_wait,
+    min_batch_size: int | None = None,
     prefetch: int = DEFAULT_READ.prefetch,
     max_inflight: int = DEFAULT_READ.max_inflight,
     owner_level: int | None = 0,
@@ -123,7 +124,13 @@ def partitions(
         start_inclusive: Whether a sequence-number, time or offset start includes that event (the SDK's
             ``starting_position_inclusive``): a bool, or a mapping of partition id to bool.
         max_batch_size: Most events per batch.
-        max_wait: Seconds a pull waits for the first event.
+        max_wait: Seconds a pull waits for the first event; with ``min_batch_size``, also the longest a batch
+            waits to fill, counted from its first event.
+        min_batch_size: Batches users shape: a partition's batch is delivered once it holds this many events,
+            or ``max_wait`` seconds after its first event, whichever comes first (the Functions extension's
+            ``MinEventBatchSize``/``MaxWaitTime``); checkpointed after the work as any batch. A partial batch
+            held when the partition closes is dropped undelivered and read again by the next owner from the
+            checkpoint. None: what each pull finds (see ``docs/operations.md``, shaped batches).
         prefetch: Events the transport may buffer ahead.
         max_inflight: Most unacknowledged batches per partition.
         owner_level: Owner level (epoch) of the receivers; None for non-exclusive receivers.
@@ -195,6 +202,7 @@ def partitions(
         store_timeout,
         checkpoint_out_of_range,
         seed_checkpoint,
+        min_batch_size,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
     checked_store = _as_store(store)

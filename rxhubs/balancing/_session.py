@@ -41,7 +41,7 @@ from reactivex.disposable import CompositeDisposable, Disposable
 
 from rxhubs._batch import OwnershipSession
 from rxhubs._models import Checkpoint, CloseReason, Ownership, PartitionContext
-from rxhubs._state import OperatorState
+from rxhubs.state._codec import OperatorState
 
 __all__ = ["Flusher", "PartitionSession", "SessionState"]
 

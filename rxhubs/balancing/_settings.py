@@ -110,7 +110,8 @@ class ConsumerSettings:
         start: Where to read instead of the checkpoints stored before this consumer started (a reset); the
             same forms.
         max_batch_size: Most events per batch.
-        max_wait: Seconds a pull waits for the first event.
+        max_wait: Seconds a pull waits for the first event; with ``min_batch_size``, also the longest a batch
+            waits to fill, from its first event.
         prefetch: Events the transport may buffer ahead.
         max_inflight: Most unacknowledged batches per partition.
         owner_level: Owner level (epoch) of the receivers; None for non-exclusive receivers.
@@ -124,6 +125,8 @@ class ConsumerSettings:
             claimed: ``"earliest"``, ``"latest"``, ``"fail"``, or None (no check); see ``_start_check``.
         seed_checkpoint: Write a checkpoint when a partition without one is claimed, where ``default_start``
             lands (so KEDA does not count the whole retention of a new group).
+        min_batch_size: A partition's batch is delivered once it holds this many events or ``max_wait`` passed
+            since its first; None: what each pull finds.
 
     Example:
         >>> settings = ConsumerSettings(owner_id="a", load_balancing_interval=2.0, ownership_expiration=6.0)
@@ -152,6 +155,7 @@ class ConsumerSettings:
     store_timeout: float | None = None
     checkpoint_out_of_range: OutOfRangePolicy | None = "earliest"
     seed_checkpoint: bool = False
+    min_batch_size: int | None = None
     default_positions: StartOption = field(init=False, repr=False, compare=False)
     start_positions: StartOption = field(init=False, repr=False, compare=False)
     balancing: BalancingSettings = field(init=False, repr=False, compare=False)
@@ -177,6 +181,7 @@ class ConsumerSettings:
             self.owner_level,
             self.emit_empty,
             self.track_last_enqueued_event_properties,
+            self.min_batch_size,
         )
         balancing = BalancingSettings(
             self.load_balancing_interval, self.ownership_expiration, self.strategy, self.store_timeout
@@ -200,6 +205,7 @@ class ConsumerOptions(TypedDict, total=False):
     start_inclusive: bool | Mapping[str, bool]
     max_batch_size: int
     max_wait: float
+    min_batch_size: int | None
     prefetch: int
     max_inflight: int
     owner_level: int | None

@@ -9,6 +9,8 @@ import signal
 import sys
 from typing import Any
 
+from rxhubs.cli._emulator_history import EXAMPLES as HISTORY_EXAMPLES
+from rxhubs.cli._emulator_history import add_history_arguments, history_options
 from rxhubs.errors import ConfigurationError
 
 EXAMPLES = """examples:
@@ -36,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
         "emulator",
         help="run a local Event Hubs emulator (AMQP 1.0, for the azure-eventhub client)",
         description="Run a local Event Hubs namespace that the unmodified azure-eventhub client talks to.",
-        epilog=EXAMPLES,
+        epilog=EXAMPLES + "\n" + HISTORY_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--hub", action="append", metavar="NAME:PARTITIONS", default=[],
@@ -56,6 +58,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-message-size", type=int, default=1024 * 1024, metavar="BYTES",
                         help="the largest message a producer may send (default 1 MiB as on Standard; 20971520 for "
                              "Dedicated's 20 MiB)")
+    add_history_arguments(parser)
     parser.set_defaults(run=run)
     from rxhubs.cli._emulator_fault import add_fault_parser
 
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     emulator = Emulator(hubs, host=args.host, port=args.port, data_dir=args.data_dir,
                         consumer_groups=args.consumer_group, keys=parse_keys(args.keys),
                         websocket_port=args.websocket_port, control_port=args.control_port,
-                        max_message_size=args.max_message_size)
+                        max_message_size=args.max_message_size, **history_options(args))
     return asyncio.run(_serve(emulator))
 
 
@@ -135,6 +138,10 @@ async def _serve(emulator: Any) -> int:
             print(f"rxhubs emulator: AMQP over WebSockets on port {emulator.websocket_port}: "
                   "transport_type=TransportType.AmqpOverWebsocket, "
                   f"custom_endpoint_address={emulator.websocket_endpoint!r}", file=sys.stderr, flush=True)
+        history = emulator.history
+        if history.target is not None:
+            print(f"rxhubs emulator: Capture to {history.target!r}, a file per {history.capture_window:g} s",
+                  file=sys.stderr, flush=True)
         if emulator.control_address is not None:
             print(f"rxhubs emulator: fault control on {emulator.control_address}: "
                   f"rxhubs emulator fault status --control {emulator.control_address}", file=sys.stderr, flush=True)

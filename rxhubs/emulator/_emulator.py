@@ -12,6 +12,7 @@ from types import TracebackType
 from rxhubs.emulator._control import ControlServer
 from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults, _Host
+from rxhubs.emulator._history import History
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._server import Server
 from rxhubs.errors import ConfigurationError, EmulatorError
@@ -77,6 +78,18 @@ class Emulator:
             accept, as the service accepts Entra ID tokens: clients authenticate with
             ``identity.credential()`` and ``EventHub(namespace, hub, credential, use_development_emulator=True)``.
             With identities, authentication is required: SAS tokens pass only for ``keys`` given too.
+        retention: Seconds each event is kept (one value, or per hub: ``{"telemetry": 3600}``); older events
+            expire and the partition's ``beginning_sequence_number`` moves. A reader asking for an expired
+            position gets the first retained event, as from the service. None (the default): kept forever.
+        retain_events: At most this many newest events per partition (one value or per hub): a test's stand-in
+            for days of retention.
+        capture: Event Hubs Capture: a folder, or ``blob://CONTAINER[/PREFIX]`` (with
+            ``capture_connection_string`` or ``AZURE_STORAGE_CONNECTION_STRING``), where every partition's
+            events are written as Avro files named and shaped as the service's (see ``docs/history.md``).
+        capture_window: Seconds a Capture window stays open (a file per window, empty ones included).
+        capture_size: Bytes of events after which a Capture window closes early.
+        capture_namespace: The ``{Namespace}`` of Capture file names.
+        capture_connection_string: The storage account of a ``blob://`` Capture (never logged).
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -108,7 +121,11 @@ class Emulator:
                  verify_tokens: bool = False, keys: Mapping[str, str] | None = None,
                  idle_timeout: float | None = 120.0, websocket_port: int | None = None,
                  refuse_consumers_at_attach: bool = False, control_port: int | None = None,
-                 identities: Iterable[LocalIdentity] = (), max_message_size: int = 1024 * 1024) -> None:
+                 identities: Iterable[LocalIdentity] = (), retention: float | Mapping[str, float] | None = None,
+                 retain_events: int | Mapping[str, int] | None = None, capture: str | Path | None = None,
+                 capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
+                 capture_namespace: str = "emulator", capture_connection_string: str | None = None,
+                 max_message_size: int = 1024 * 1024) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -139,6 +156,8 @@ class Emulator:
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.hubs: dict[str, int] = dict(hubs)
+        self.history = History(hubs, retention, retain_events, capture, capture_window, capture_size,
+                               capture_namespace, capture_connection_string)
         self.host = host
         self._requested_port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -293,7 +312,8 @@ class Emulator:
             server = Server(self.hubs, consumer_groups=self.consumer_groups[1:], data_dir=self.data_dir,
                             keys=self._keys, refuse_consumers_at_attach=self._refuse_consumers_at_attach,
                             idle_timeout=self._idle_timeout, faults=self._fault_state, link_log=self._link_log,
-                            identities=self.identities, max_message_size=self.max_message_size)
+                            identities=self.identities, retention=self.history.retention,
+                            max_message_size=self.max_message_size)
         except OSError as exc:
             raise EmulatorError(f"cannot open the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
@@ -306,6 +326,11 @@ class Emulator:
             raise EmulatorError(f"cannot listen on {self.host}:{ports}: {exc.strerror or exc}") from exc
         for hub in server.hubs.values():  # a hub grown before (data_dir) keeps its partitions
             self.hubs[hub.name] = hub.partition_count
+        try:
+            await self.history.start(server.hubs)
+        except Exception as exc:
+            await server.stop()
+            raise EmulatorError(f"cannot start Capture to {self.history.target!r}: {exc}") from exc
         self._server = server
         self._host.server, self._host.loop = server, asyncio.get_running_loop()
         if self._requested_control_port is not None:
@@ -328,6 +353,7 @@ class Emulator:
             await control.stop()
         if server is not None:
             await server.stop()
+            await self.history.stop()
             _LOG.info("emulator on port %s stopped", self._port)
         self._port = self._websocket_port = self._control_port = None
 

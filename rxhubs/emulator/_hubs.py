@@ -17,6 +17,7 @@ import re
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,8 @@ from typing import Any, Protocol
 from rxhubs.emulator import _delivery
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, Timestamp
+from rxhubs.emulator._partition_key import partition_for_key
+from rxhubs.emulator._retention import Retention, expire
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
@@ -79,64 +82,26 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def partition_for_key(key: str, partition_count: int) -> int:
-    """The partition index of a partition key: lookup3 hash, as the SDK's buffered producer computes it."""
-    c, b = _lookup3([ord(ch) & 0xFFFFFFFF for ch in key])
-    h = (c ^ b) & 0xFFFF
-    if h >= 0x8000:
-        h -= 0x10000
-    return abs(h % partition_count)
-
-
-def _rot(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & 0xFFFFFFFF
-
-
-def _lookup3(data: list[int]) -> tuple[int, int]:
-    m = 0xFFFFFFFF
-    n = len(data)
-    a = b = c = (0xDEADBEEF + n) & m
-    p = 0
-    rem = n
-
-    def word(i: int, k: int) -> int:
-        return sum(data[i + j] << (8 * j) for j in range(k))
-
-    while rem > 12:
-        a = (a + word(p, 4)) & m
-        b = (b + word(p + 4, 4)) & m
-        c = (c + word(p + 8, 4)) & m
-        a = (a - c) & m; a ^= _rot(c, 4); c = (c + b) & m  # noqa: E702
-        b = (b - a) & m; b ^= _rot(a, 6); a = (a + c) & m  # noqa: E702
-        c = (c - b) & m; c ^= _rot(b, 8); b = (b + a) & m  # noqa: E702
-        a = (a - c) & m; a ^= _rot(c, 16); c = (c + b) & m  # noqa: E702
-        b = (b - a) & m; b ^= _rot(a, 19); a = (a + c) & m  # noqa: E702
-        c = (c - b) & m; c ^= _rot(b, 4); b = (b + a) & m  # noqa: E702
-        p += 12
-        rem -= 12
-    if rem == 0:
-        return c, b
-    if rem > 8:
-        c = (c + word(p + 8, rem - 8)) & m
-    if rem > 4:
-        b = (b + word(p + 4, min(4, rem - 4))) & m
-    a = (a + word(p, min(4, rem))) & m
-    c ^= b; c = (c - _rot(b, 14)) & m  # noqa: E702
-    a ^= c; a = (a - _rot(c, 11)) & m  # noqa: E702
-    b ^= a; b = (b - _rot(a, 25)) & m  # noqa: E702
-    c ^= b; c = (c - _rot(b, 16)) & m  # noqa: E702
-    a ^= c; a = (a - _rot(c, 4)) & m  # noqa: E702
-    b ^= a; b = (b - _rot(a, 14)) & m  # noqa: E702
-    c ^= b; c = (c - _rot(b, 24)) & m  # noqa: E702
-    return c, b
+#: Called after each append with the partition, the first new sequence number and the count (Capture).
+AppendListener = Callable[["Partition", int, int], None]
+_DROP_CHUNK = 1024  # expired events leave memory in runs of at least this many (or half the list)
 
 
 class Partition:
-    """One partition: an append-only log of encoded events plus the readers attached to it."""
+    """One partition: an append-only log of encoded events plus the readers attached to it.
 
-    def __init__(self, hub: str, partition_id: str, path: Path | None) -> None:
+    The lists hold the events from sequence number :attr:`base` on; :attr:`first` is the first one retained
+    (``beginning_sequence_number``), at or after ``base``: expired events leave the lists in chunks
+    (:mod:`rxhubs.emulator._retention`). Reader cursors are sequence numbers.
+    """
+
+    def __init__(self, hub: str, partition_id: str, path: Path | None, retention: Retention | None = None) -> None:
         self.hub = hub
         self.partition_id = partition_id
+        self.base = 0  # sequence number of the first event the lists hold
+        self.first = 0  # the first retained sequence number (>= base)
+        self.retention = retention or Retention()
+        self.listeners: list[AppendListener] = []
         self.offsets: list[int] = []
         self.times: list[int] = []
         # each event as its transfer frame (link fields zero), by sequence number: heads and bodies
@@ -150,6 +115,7 @@ class Partition:
         self._fd: int | None = None
         if path is not None:
             self._open(path)
+            self.expire()
 
     # ------------------------------------------------------------------ durability
     def _open(self, path: Path) -> None:
@@ -194,13 +160,33 @@ class Partition:
     # ------------------------------------------------------------------ appending
     @property
     def last_sequence_number(self) -> int:
-        return len(self.bodies) - 1
+        return self.base + len(self.bodies) - 1
+
+    @property
+    def next_sequence_number(self) -> int:
+        """The sequence number the next event appended gets."""
+        return self.base + len(self.bodies)
+
+    def expire(self, now: int | None = None) -> int:
+        """Apply the retention at ``now`` (ms; default the clock); return the first retained sequence number."""
+        if not self.retention.limited:
+            return self.first
+        return expire(self, self.retention, now_ms() if now is None else now)
+
+    def drop_expired(self) -> None:
+        """Let expired events leave memory, in chunks; the last event stays (the partition's properties)."""
+        drop = min(self.first - self.base, len(self.bodies) - 1)
+        if drop < _DROP_CHUNK and drop * 2 < len(self.bodies):
+            return
+        del self.offsets[:drop], self.times[:drop], self.heads[:drop], self.bodies[:drop]
+        self.base += drop
+        del self.own_da[: bisect.bisect_left(self.own_da, self.base)]
 
     def _keep(self, message: bytes | memoryview, da_pos: int) -> None:
         head, body = _delivery.stored(message, da_pos)
         self.largest_frame = max(self.largest_frame, len(head) + len(body))
         if body.startswith(_delivery.DA):
-            self.own_da.append(len(self.bodies))
+            self.own_da.append(self.base + len(self.bodies))
         self.heads.append(head)
         self.bodies.append(body)
 
@@ -211,7 +197,7 @@ class Partition:
             OSError: The log file could not be written; nothing was appended (the file is cut back).
         """
         t = max(now_ms(), self.times[-1] if self.times else 0)
-        first_seq = len(self.bodies)
+        first_seq = self.next_sequence_number
         start = offset = self.next_offset
         records: list[tuple[int, bytes, int]] = []
         for i, prepared in enumerate(messages):
@@ -227,12 +213,16 @@ class Partition:
             times.append(t)
             head, body = stored(encoded, da)
             if body.startswith(_delivery.DA):  # the sender's own delivery annotations (merged on delivery)
-                own_da.append(len(bodies))
+                own_da.append(self.base + len(bodies))
             heads.append(head)
             bodies.append(body)
             largest = max(largest, len(head) + len(body))
         self.largest_frame = largest
         self.next_offset = offset
+        for listener in self.listeners:
+            listener(self, first_seq, len(records))
+        if self.retention.limited:
+            expire(self, self.retention, t)
         if self._signal is not None and not self._signal.done():
             self._signal.set_result(None)
         self._signal = None
@@ -255,58 +245,58 @@ class Partition:
             os.lseek(self._fd, start, os.SEEK_SET)
             raise
 
-    async def wait_beyond(self, count: int) -> None:
-        """Wait until the log holds more than ``count`` events."""
-        while len(self.bodies) <= count:
+    async def wait_beyond(self, sequence_number: int) -> None:
+        """Wait until the log holds the event ``sequence_number`` (more than that many events)."""
+        while self.next_sequence_number <= sequence_number:
             if self._signal is None:
                 self._signal = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._signal)
 
     # ------------------------------------------------------------------ reading
     def start_index(self, position: StartPosition | None) -> int:
-        """Index of the first event a receiver with this start position gets.
+        """Sequence number of the first event a receiver with this start position gets.
 
-        A receiver without a position filter starts at the beginning of the partition, as the service does.
+        A receiver without a position filter starts at the beginning of the partition, as the service does. A
+        position before the first retained event starts at the first retained event, as the service does.
         """
-        n = len(self.bodies)
+        first = self.expire()
         if position is None:
-            return 0
+            return first
         v = position.value
         if position.kind == "offset":
             if v == "-1":
-                return 0
+                return first
             if v == "@latest":
-                return n
+                return self.next_sequence_number
             off = int(v)
-            if position.inclusive:
-                return bisect.bisect_left(self.offsets, off)
-            return bisect.bisect_right(self.offsets, off)
+            find = bisect.bisect_left if position.inclusive else bisect.bisect_right
+            return max(first, self.base + find(self.offsets, off))
         if position.kind == "sequence-number":
             seq = int(v)
             idx = seq if position.inclusive else seq + 1
-            return min(max(idx, 0), n)
+            return min(max(idx, first), self.next_sequence_number)
         ms = int(v)
-        if position.inclusive:
-            return bisect.bisect_left(self.times, ms)
-        return bisect.bisect_right(self.times, ms)
+        find = bisect.bisect_left if position.inclusive else bisect.bisect_right
+        return max(first, self.base + find(self.times, ms))
 
     def properties(self) -> dict[str, Any]:
+        first = self.expire()
         last = self.last_sequence_number
         return {
             "name": self.hub,
             "partition": self.partition_id,
-            "begin_sequence_number": 0,
+            "begin_sequence_number": 0 if last < 0 else first,
             "last_enqueued_sequence_number": last,
             "last_enqueued_offset": str(self.offsets[-1]) if last >= 0 else "-1",
             "last_enqueued_time_utc": Timestamp(self.times[-1] if last >= 0 else 0),
-            "is_partition_empty": last < 0,
+            "is_partition_empty": first > last,
         }
 
     def last_enqueued(self) -> tuple[int, int, int]:
         """Sequence number, offset and enqueued time of the last event (-1, -1, 0 when empty)."""
         if not self.bodies:
             return -1, -1, 0
-        return len(self.bodies) - 1, self.offsets[-1], self.times[-1]
+        return self.last_sequence_number, self.offsets[-1], self.times[-1]
 
     # ------------------------------------------------------------------ reader rules
     def add_reader(self, consumer_group: str, reader: Reader) -> tuple[str, str] | None:
@@ -350,8 +340,9 @@ class Hub:
     """An event hub: partitions, consumer groups, round-robin and partition-key routing."""
 
     def __init__(self, name: str, partition_count: int, consumer_groups: tuple[str, ...],
-                 data_dir: Path | None) -> None:
+                 data_dir: Path | None, retention: Retention | None = None) -> None:
         self.name = name
+        self.retention = retention or Retention()
         self.created_at_ms = now_ms()
         self.consumer_groups = frozenset(g.casefold() for g in ("$Default", *consumer_groups))
         self._dir = data_dir / name if data_dir is not None else None
@@ -389,7 +380,8 @@ class Hub:
         """
         for i in range(len(self._ids), partition_count):
             pid = str(i)
-            self.partitions[pid] = Partition(self.name, pid, self._dir / f"{i}.log" if self._dir is not None else None)
+            path = self._dir / f"{i}.log" if self._dir is not None else None
+            self.partitions[pid] = Partition(self.name, pid, path, self.retention)
             self._ids.append(pid)
         if record and self._dir is not None and self._stored_count() < partition_count:
             self._dir.mkdir(parents=True, exist_ok=True)

@@ -231,7 +231,7 @@ class ConsumerLink(Link):
         self.consumer_group = consumer_group
         self.epoch = epoch
         self.runtime_metrics = runtime_metrics
-        self.cursor = partition.start_index(start)
+        self.cursor = partition.start_index(start)  # the sequence number of the next event to deliver
         self.delivery_count = 0
         self.credit = 0
         self.registered = False
@@ -244,7 +244,7 @@ class ConsumerLink(Link):
 
     def on_flow(self, perf: fr.Performative) -> None:
         self.credit = _credit(perf, self.delivery_count)
-        if perf.field(8) and self.cursor >= len(self.partition.bodies):  # drain with nothing to send
+        if perf.field(8) and self.cursor >= self.partition.next_sequence_number:  # drain with nothing to send
             self.delivery_count = (self.delivery_count + self.credit) & 0xFFFFFFFF
             self.credit = 0
             self._send_flow(drain=True)
@@ -260,7 +260,7 @@ class ConsumerLink(Link):
         s.send(fr.flow_frame(s.channel, next_incoming_id=s.next_incoming_id, incoming_window=s.incoming_window,
                              next_outgoing_id=s.next_outgoing_id, outgoing_window=s.outgoing_window,
                              handle=self.handle, delivery_count=self.delivery_count, link_credit=self.credit,
-                             available=max(0, len(self.partition.bodies) - self.cursor), drain=drain))
+                             available=max(0, self.partition.next_sequence_number - self.cursor), drain=drain))
 
     def evict(self, condition: str, description: str) -> None:
         self.registered = False
@@ -288,7 +288,8 @@ class ConsumerLink(Link):
     def _next_batch(self, part: Partition, max_frame: int) -> tuple[bytes | bytearray, int, int]:
         """The next run of deliveries within credit and window: (its bytes, transfer frames, deliveries)."""
         s = self.session
-        start = self.cursor
+        seq = self.cursor
+        start = seq - part.base
         n = min(self.credit, s.remote_incoming_window, len(part.bodies) - start, DELIVERY_BATCH)
         # bound what one write holds: offsets are log positions, each a record header more than the message
         stop = bisect.bisect_right(part.offsets, part.offsets[start] + DELIVERY_BYTES, start + 1, start + n)
@@ -303,7 +304,8 @@ class ConsumerLink(Link):
         if part.largest_frame <= room or max(map(len, heads)) + max(map(len, bodies)) <= room:  # one frame each
             if not metrics:
                 return dl.assemble(heads, bodies, s.channel, self.handle, first_id), n, n
-            if bisect.bisect_left(part.own_da, start) == bisect.bisect_left(part.own_da, stop):  # nothing to merge
+            own_da = part.own_da
+            if bisect.bisect_left(own_da, seq) == bisect.bisect_left(own_da, seq + n):  # nothing to merge
                 return dl.assemble_with_metrics(heads, bodies, s.channel, self.handle, first_id, metrics), n, n
         frames: list[bytes] = []
         for i, (head, body) in enumerate(zip(heads, bodies, strict=True)):
@@ -328,7 +330,9 @@ class ConsumerLink(Link):
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                if self.cursor >= len(part.bodies):
+                if self.cursor < part.first:  # a reader left behind by the retention goes on at the first retained
+                    self.cursor = part.first
+                if self.cursor >= part.next_sequence_number:
                     await part.wait_beyond(self.cursor)
                     continue
                 data, transfers, sent = self._next_batch(part, conn.peer_max_frame)

@@ -12,6 +12,7 @@ from rxhubs.emulator._connection import Connection
 from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._identity import LocalIdentity
+from rxhubs.emulator._retention import Retention
 from rxhubs.emulator._roles import Writer
 from rxhubs.emulator._sasl import SaslCheck, plain_checker
 
@@ -29,8 +30,9 @@ class Server:
                  keys: dict[str, str] | None, idle_timeout: float | None,
                  refuse_consumers_at_attach: bool = False, faults: FaultState | None = None,
                  link_log: LinkLog | None = None, identities: tuple[LocalIdentity, ...] = (),
-                 max_message_size: int = 1024 * 1024) -> None:
-        self.hubs = {name: Hub(name, count, consumer_groups, data_dir) for name, count in hubs.items()}
+                 retention: dict[str, Retention] | None = None, max_message_size: int = 1024 * 1024) -> None:
+        kept = retention or {}
+        self.hubs = {name: Hub(name, count, consumer_groups, data_dir, kept.get(name)) for name, count in hubs.items()}
         self.max_message_size = max_message_size  # what a producer may send in one message (advertised at attach)
         self.faults = faults or FaultState()  # server-busy windows in force (see rxhubs.emulator._faults)
         self.link_log = link_log or LinkLog()  # every consumer link attach, detach and refusal

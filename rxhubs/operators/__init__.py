@@ -21,9 +21,9 @@ from rxhubs.operators._checkpoint import checkpoint
 from rxhubs.operators._dead_letter import dead_letter
 from rxhubs.operators._process import process
 from rxhubs.operators._publish import OutgoingEvent, Publisher, publish
-from rxhubs.operators._scan_state import scan_state
 from rxhubs.operators._transactional import CommitResult, TransactionalSink, exactly_once, read_position
-from rxhubs.operators._window import window
+from rxhubs.state._scan_state import scan_state
+from rxhubs.state._window import window
 
 __all__ = [
     "CommitResult",

@@ -4,7 +4,8 @@ The source pulls a batch, emits it, and pulls the next only when fewer than ``ma
 batches are still held downstream. A batch is held from ``on_next`` until every operator that called
 :meth:`EventBatch.hold` acknowledged it; a synchronous pipeline holds nothing, so the next pull starts
 only once ``on_next`` returned: the batch before it has been handled. Memory therefore stays bounded by
-``max_inflight x max_batch_size`` events per partition, whatever the pipeline does.
+``max_inflight x max_batch_size`` events per partition, whatever the pipeline does (plus, with
+``min_batch_size``, the at most ``max_batch_size`` events of the batch being filled: ``_shape``).
 
 Resuming: after a retriable error the receiver is closed and reopened exactly after the last event
 emitted (exclusive sequence-number position), so there is no gap and no duplicate; events at or below
@@ -29,6 +30,7 @@ from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources._settings import DEFAULT_READ, ReadSettings
+from rxhubs.sources._shape import Shaper
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, Hub, PartitionReceiver
 from rxhubs.transport._liveness import already_warned
 
@@ -52,6 +54,7 @@ def partition_batches(
     max_inflight: int = DEFAULT_READ.max_inflight,
     emit_empty: bool = False,
     track_last_enqueued_event_properties: bool | None = None,
+    min_batch_size: int | None = None,
     retry: Backoff | None = None,
     scheduler: abc.SchedulerBase | None = None,
     on_closed: Callable[[PartitionReceiver], None] | None = None,
@@ -79,11 +82,16 @@ def partition_batches(
         owner_level: Owner level (epoch) for an exclusive receiver.
         prefetch: Events the transport may buffer ahead.
         max_batch_size: Most events per batch.
-        max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted).
+        max_wait: Seconds a pull waits for the first event before returning (an empty batch, if wanted); with
+            ``min_batch_size``, also the longest a batch waits to fill, counted from its first event.
         max_inflight: Most batches emitted but not yet acknowledged.
         emit_empty: Emit empty batches after ``max_wait`` with no events (heartbeats).
         track_last_enqueued_event_properties: Batches carry the partition's newest event (``last_enqueued``);
             None keeps the hub's setting.
+        min_batch_size: Deliver a batch once it holds this many events, or ``max_wait`` seconds after its first
+            event arrived, whichever comes first (the Functions extension's ``MinEventBatchSize`` and
+            ``MaxWaitTime``). A partial batch held when the stream ends is dropped undelivered: the next reader
+            reads it from the checkpoint. None (or 1): each pull hands out what is there.
         retry: Backoff for retriable errors (default :class:`Backoff()`).
         scheduler: Scheduler to run on (default: the one given at subscribe time).
         on_closed: Called with the receiver after it was closed.
@@ -107,9 +115,21 @@ def partition_batches(
         >>> scheduler.advance_by(1.0)
         >>> seen
         [[b'a', b'b'], [b'c']]
+
+        Shaped batches: three events, or five seconds after the first of a batch:
+
+        >>> hub, seen, scheduler = InMemoryEventHub(partition_count=1), [], TestScheduler()
+        >>> _ = partition_batches(hub, "0", min_batch_size=3, max_wait=5.0).subscribe(
+        ...     lambda b: seen.append((scheduler.clock, [e.body for e in b])), scheduler=scheduler)
+        >>> for at, body in [(1.0, b"a"), (2.0, b"b"), (3.0, b"c"), (4.0, b"d")]:
+        ...     _ = scheduler.schedule_absolute(at, lambda *_, body=body: hub.send([body], partition_id="0"))
+        >>> scheduler.advance_to(20.0)
+        >>> seen
+        [(3.0, [b'a', b'b', b'c']), (9.0, [b'd'])]
     """
     settings = ReadSettings(
-        max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty, track_last_enqueued_event_properties
+        max_batch_size, max_wait, max_inflight, prefetch, owner_level, emit_empty, track_last_enqueued_event_properties,
+        min_batch_size,
     )
     if not isinstance(partition_id, str) or not partition_id:
         raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
@@ -176,6 +196,10 @@ class _Pump:
         self.max_wait = settings.max_wait
         self.max_inflight = settings.max_inflight
         self.emit_empty = settings.emit_empty
+        self.shaper = (
+            Shaper(min_size=settings.min_batch_size or 1, max_size=settings.max_batch_size, max_wait=settings.max_wait)
+            if settings.shaped else None
+        )
         self.retry = retry
         self.on_closed = on_closed
         self.on_retry = on_retry
@@ -206,6 +230,7 @@ class _Pump:
             return
         self.stopping = True
         self.cancel_pull()
+        self.drop_held("stops")
         self.kick()
 
     def dispose(self) -> None:
@@ -213,6 +238,7 @@ class _Pump:
             return
         self.done = True
         self.cancel_pull()
+        self.drop_held("closes")
         if self.timer is not None:
             self.timer.dispose()
         if self.unwatch is not None:
@@ -271,11 +297,15 @@ class _Pump:
 
     def pull_once(self) -> bool:
         """Pull one batch. True if it completed synchronously (the loop may go on)."""
+        shaper = self.shaper
         try:
             receiver = self.receiver
             if receiver is None:
                 receiver = self.receiver = self.open_receiver(self.position())
-            events = receiver.receive_nowait(self.max_batch_size)
+            if shaper is None:
+                events = receiver.receive_nowait(self.max_batch_size)
+            else:
+                events = shaper.offer(receiver.receive_nowait(shaper.room), self.now())
         except Exception as exc:
             self.on_failure(exc)
             return False
@@ -283,7 +313,10 @@ class _Pump:
             self.on_result(events)
             return True
         self.pulling = True
-        source = from_coroutine(lambda: receiver.receive_batch(self.max_batch_size, self.max_wait))
+        count, wait = self.max_batch_size, self.max_wait
+        if shaper is not None:
+            count, wait = shaper.room, shaper.wait(self.now(), self.max_wait)
+        source = from_coroutine(lambda: receiver.receive_batch(count, wait))
         self.pull = source.subscribe(self.on_pulled, self.on_pull_error, scheduler=self.scheduler)
         return not self.pulling
 
@@ -292,6 +325,13 @@ class _Pump:
             return
         self.pulling = False
         self.pull = None
+        shaper = self.shaper
+        if shaper is not None:
+            filling = bool(events or shaper.pending)
+            events = shaper.offer(events, self.now())
+            if filling and not events:  # the batch is not due yet: pull on (an empty one is no heartbeat)
+                self.kick()
+                return
         self.on_result(events)
         self.kick()
 
@@ -346,8 +386,17 @@ class _Pump:
         if not self.done:
             self.kick()
 
+    def now(self) -> float:
+        return self.scheduler.now.timestamp()
+
+    def drop_held(self, why: str) -> None:
+        """Drop a partial batch: never delivered, so the next reader reads it again from the checkpoint."""
+        if self.shaper is not None and (dropped := self.shaper.clear()):
+            log.debug("partition stream %s with %d events of a partial batch held: dropped, read again", why, dropped)
+
     def on_failure(self, error: Exception) -> None:
         self.close_receiver()
+        self.drop_held("reopens")  # the receiver reopens after the last event emitted and reads them again
         if self.done:
             return
         self.attempt += 1

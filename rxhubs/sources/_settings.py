@@ -35,6 +35,8 @@ class ReadSettings:
         emit_empty: Emit an empty batch when ``max_wait`` passes without events (a heartbeat).
         track_last_enqueued_event_properties: Batches carry the partition's newest event (for lag); None keeps
             the hub's setting.
+        min_batch_size: Hold events until a batch has this many, or ``max_wait`` passed since its first event
+            (batches users shape, see ``rxhubs.sources._shape``); None (or 1): hand out what is there.
 
     Example:
         >>> ReadSettings(max_batch_size=100).max_inflight
@@ -54,6 +56,12 @@ class ReadSettings:
     owner_level: int | None = None
     emit_empty: bool = False
     track_last_enqueued_event_properties: bool | None = None
+    min_batch_size: int | None = None
+
+    @property
+    def shaped(self) -> bool:
+        """True when batches wait for ``min_batch_size`` events (or ``max_wait`` since their first)."""
+        return self.min_batch_size is not None and self.min_batch_size > 1
 
     def __post_init__(self) -> None:
         _positive_int("max_batch_size", self.max_batch_size)
@@ -68,6 +76,14 @@ class ReadSettings:
         track = self.track_last_enqueued_event_properties
         if track is not None and not isinstance(track, bool):
             raise ConfigurationError(f"track_last_enqueued_event_properties must be a bool or None, got {track!r}")
+        low = self.min_batch_size
+        if low is not None:
+            _positive_int("min_batch_size", low)
+            if low > self.max_batch_size:
+                raise ConfigurationError(
+                    f"min_batch_size ({low}) must be at most max_batch_size ({self.max_batch_size}): raise"
+                    " max_batch_size too"
+                )
 
 
 #: The defaults, as a value (the signatures of ``partition_batches``, ``partitions`` and ``consume`` use it).

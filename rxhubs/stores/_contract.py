@@ -177,7 +177,7 @@ def is_fenced(store: CheckpointStore) -> TypeGuard[FencedCheckpointStore]:
 class StatefulCheckpointStore(FencedCheckpointStore, Protocol):
     """A :class:`FencedCheckpointStore` that also keeps operator state with each checkpoint, in the same write.
 
-    The state is opaque bytes (rxhubs writes :func:`rxhubs._state.encode`'s). Rules, on top of fencing:
+    The state is opaque bytes (rxhubs writes :func:`rxhubs.state._codec.encode`'s). Rules, on top of fencing:
 
     * ``commit_state(checkpoint, ownership, state)`` writes the checkpoint **and** the state in one conditional
       write: both, only while ``ownership``'s period is current, or neither (:class:`~rxhubs.errors.

@@ -16,7 +16,8 @@ from __future__ import annotations
 from rxhubs._rx import Signal, never, now, sleep
 from rxhubs.testing._fault_proxy import FaultProxy, ProxyStats
 from rxhubs.testing._marbles import MarbleSink, MarbleTest, Peer, marble_test, symbols, to_symbols
-from rxhubs.testing._memory_hub import InMemoryEventHub, InMemoryReceiver
+from rxhubs.testing._memory_hub import InMemoryEventHub
+from rxhubs.testing._memory_receiver import InMemoryReceiver
 
 __all__ = [
     "FaultProxy",

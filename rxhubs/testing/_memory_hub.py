@@ -9,13 +9,12 @@ consumer group.
 
 Receivers wait for events with the kernel's :class:`~rxhubs._rx.Signal`, so the same ``receive_batch`` waits
 in real time under asyncio and in virtual time when a pipeline runs under ``reactivex.testing.TestScheduler``.
+A partition's log is ``_memory_partition.PartitionLog``; the receiver is ``_memory_receiver.InMemoryReceiver``.
 """
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
-import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -23,21 +22,18 @@ from typing import Any
 from rxhubs._models import (
     Event,
     EventHubProperties,
-    LastEnqueuedEventProperties,
     PartitionContext,
     PartitionProperties,
     Position,
 )
-from rxhubs._rx import Signal
 from rxhubs.errors import (
     ConfigurationError,
     NotFoundError,
-    OwnershipLostError,
-    QuotaExceededError,
 )
+from rxhubs.testing._memory_partition import PartitionLog, partition_for_key
+from rxhubs.testing._memory_receiver import InMemoryReceiver
 from rxhubs.transport._base import (
     DEFAULT_CONSUMER_GROUP,
-    ReceiverBase,
     check_receiver_args,
 )
 from rxhubs.transport._publisher import OutgoingEvent, check_routing
@@ -45,75 +41,12 @@ from rxhubs.transport._publisher import OutgoingEvent, check_routing
 __all__ = ["InMemoryEventHub", "InMemoryReceiver"]
 
 UTC = dt.UTC
-MAX_READERS = 5
 
 Body = bytes | str
 
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
-
-
-def partition_for_key(partition_key: str, partition_count: int) -> int:
-    """The stable partition index for a partition key (same key, same partition, in every process)."""
-    digest = hashlib.sha256(partition_key.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % partition_count
-
-
-class _Partition:
-    """One partition's log and its readers."""
-
-    def __init__(self, partition_id: str) -> None:
-        self.partition_id = partition_id
-        self.events: list[Event] = []
-        self.sequence_numbers: list[int] = []
-        self.offsets: list[int] = []
-        self.times: list[dt.datetime] = []
-        self.next_offset = 0
-        self.readers: dict[str, list[InMemoryReceiver]] = {}
-        self.waiters: list[Callable[[], None]] = []
-        self.faults: list[BaseException] = []
-        self._last_enqueued: LastEnqueuedEventProperties | None = None
-
-    def append(self, event: Event) -> None:
-        self.events.append(event)
-        self.sequence_numbers.append(event.sequence_number)
-        self.offsets.append(int(event.offset))
-        self.times.append(event.enqueued_time)
-        self._last_enqueued = None
-        waiters, self.waiters = self.waiters, []
-        for wake in waiters:
-            wake()
-
-    def index_of(self, position: Position) -> int:
-        """Index of the first event at or after ``position``."""
-        kind, value, inclusive = position.kind, position.value, position.inclusive
-        if kind == "earliest":
-            return 0
-        if kind == "latest":
-            return len(self.events)
-        if kind == "sequence_number":
-            assert isinstance(value, int)
-            keys: Sequence[Any] = self.sequence_numbers
-        elif kind == "offset":
-            assert isinstance(value, str)
-            keys, value = self.offsets, int(value)
-        else:
-            keys = self.times
-        return bisect.bisect_left(keys, value) if inclusive else bisect.bisect_right(keys, value)
-
-    def last_enqueued(self, clock: Callable[[], dt.datetime]) -> LastEnqueuedEventProperties:
-        """The newest event's properties, read at ``clock()`` (cached until the next append)."""
-        cached = self._last_enqueued
-        if cached is None:
-            now = clock()
-            if not self.events:
-                cached = LastEnqueuedEventProperties(-1, "-1", None, now)
-            else:
-                last = self.events[-1]
-                cached = LastEnqueuedEventProperties(last.sequence_number, last.offset, last.enqueued_time, now)
-            self._last_enqueued = cached
-        return cached
 
 
 class InMemoryEventHub:
@@ -152,7 +85,7 @@ class InMemoryEventHub:
         self._name = eventhub_name
         self._namespace = fully_qualified_namespace
         self._consumer_groups = {DEFAULT_CONSUMER_GROUP, *consumer_groups}
-        self._partitions = {str(i): _Partition(str(i)) for i in range(partition_count)}
+        self._partitions = {str(i): PartitionLog(str(i)) for i in range(partition_count)}
         self._ids = tuple(self._partitions)
         self._round_robin = itertools.cycle(self._ids)
         self.clock: Callable[[], dt.datetime] = clock or _utcnow
@@ -171,7 +104,7 @@ class InMemoryEventHub:
         """The partition ids."""
         return self._ids
 
-    def _partition(self, partition_id: str) -> _Partition:
+    def _partition(self, partition_id: str) -> PartitionLog:
         try:
             return self._partitions[partition_id]
         except KeyError:
@@ -279,7 +212,7 @@ class InMemoryEventHub:
                 f"partition_count must be an int >= {len(self._ids)} (partitions are never removed), got {count!r}"
             )
         for i in range(len(self._ids), count):
-            self._partitions[str(i)] = _Partition(str(i))
+            self._partitions[str(i)] = PartitionLog(str(i))
         self._ids = tuple(self._partitions)
         self._round_robin = itertools.cycle(self._ids)
         return self._ids
@@ -355,96 +288,3 @@ class InMemoryEventHub:
 
     def __repr__(self) -> str:
         return f"InMemoryEventHub(eventhub_name={self._name!r}, partition_count={len(self._ids)})"
-
-
-class InMemoryReceiver(ReceiverBase):
-    """A receiver of an :class:`InMemoryEventHub` partition. Create it with ``hub.receiver(...)``."""
-
-    def __init__(
-        self,
-        hub: InMemoryEventHub,
-        partition: _Partition,
-        context: PartitionContext,
-        start: Position,
-        owner_level: int | None,
-        track_last_enqueued_event_properties: bool = True,
-    ) -> None:
-        super().__init__(context, start, owner_level)
-        self._track = track_last_enqueued_event_properties
-        self._hub = hub
-        self._partition = partition
-        self._index: int | None = None  # next event to hand out, once attached
-        self._stolen: str | None = None
-
-    # -- attaching and owner levels ------------------------------------------------------------------------
-    def _attach(self) -> None:
-        if self._index is not None:
-            return
-        readers = self._partition.readers.setdefault(self._context.consumer_group, [])
-        levels = [r.owner_level for r in readers if r.owner_level is not None]
-        top = max(levels, default=None)
-        mine = self.owner_level
-        if top is not None and (mine is None or mine < top):
-            raise OwnershipLostError(
-                f"partition {self._context.partition_id}: a reader with owner level {top} is attached"
-                f" (this receiver: {mine})"
-            )
-        if mine is None and len(readers) >= MAX_READERS:
-            raise QuotaExceededError(
-                f"partition {self._context.partition_id}: at most {MAX_READERS} readers per consumer group"
-            )
-        if mine is not None:
-            for other in list(readers):
-                if other is not self and (other.owner_level is None or other.owner_level <= mine):
-                    other._steal(f"a reader with owner level {mine} took partition {self._context.partition_id}")
-        readers.append(self)
-        self._index = self._partition.index_of(self.position)
-
-    def _steal(self, reason: str) -> None:
-        self._stolen = reason
-        self._detach()
-        waiters, self._partition.waiters = self._partition.waiters, []
-        for wake in waiters:
-            wake()
-
-    def _detach(self) -> None:
-        readers = self._partition.readers.get(self._context.consumer_group, [])
-        if self in readers:
-            readers.remove(self)
-
-    # -- pulling -------------------------------------------------------------------------------------------
-    def _take_ready(self, max_count: int) -> list[Event]:
-        if self._stolen is not None:
-            raise OwnershipLostError(self._stolen)
-        if self._partition.faults:
-            raise self._partition.faults.pop(0)
-        self._attach()
-        index = self._index
-        assert index is not None
-        events = self._partition.events[index : index + max_count]
-        if events:
-            self._index = index + len(events)
-            self._advance(events[-1])
-        if self._track:
-            self._last_enqueued = self._partition.last_enqueued(self._hub.clock)
-        return events
-
-    async def _receive(self, max_count: int, max_wait: float | None) -> list[Event]:
-        events = self._take_ready(max_count)
-        if events or max_wait == 0:
-            return events
-        arrived = Signal()  # set by the next append (or a steal); waits in virtual time under a TestScheduler
-        self._partition.waiters.append(arrived.set)
-        try:
-            await arrived.wait(max_wait)
-        finally:
-            if arrived.set in self._partition.waiters:
-                self._partition.waiters.remove(arrived.set)
-        self._check_open()
-        return self._take_ready(max_count)
-
-    async def _close(self) -> None:
-        self._detach()
-
-    async def get_partition_properties(self) -> PartitionProperties:
-        return self._hub.partition_properties(self._context.partition_id)

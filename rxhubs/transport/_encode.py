@@ -10,10 +10,10 @@ first send.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from types import ModuleType
 
+from rxhubs._extensions import load_compiled
 from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, extensions_disabled
 
 __all__ = ["compiled_encoder", "log_send_path", "send_path"]
@@ -24,16 +24,11 @@ _said = False
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    """The compiled encoder and why it is (not) used."""
+    """The compiled encoder and why it is (not) used: not when disabled, not built, or stale (rxhubs._extensions)."""
     if extensions_disabled():
         return None, f"{NO_EXTENSIONS_VARIABLE} is set"
-    try:
-        module = importlib.import_module("rxhubs.transport._encode_c")
-    except ImportError as exc:
-        return None, f"the compiled encoder does not import ({exc})"
-    if not str(getattr(module, "__file__", "")).endswith((".so", ".pyd")):
-        return None, "the compiled encoder was not built (no C compiler or Cython at install)"
-    return module, "compiled encoder"
+    module, why = load_compiled("rxhubs.transport._encode_c", "rxhubs.transport._encode_py", "the compiled encoder")
+    return (module, "compiled encoder") if module is not None else (None, why)
 
 
 _ENCODER, _WHY = _load()

@@ -30,3 +30,14 @@ cdef _frames(list out, list pieces, Py_ssize_t size, unsigned int channel, unsig
 cpdef tuple batch_frames(list events, Py_ssize_t start, object key, Py_ssize_t max_message, Py_ssize_t max_frame,
                          unsigned int channel, unsigned long long handle, unsigned long long delivery_id,
                          unsigned long long tag, Py_ssize_t max_deliveries)
+
+
+# The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
+# (rxhubs/_extensions.py checks it at import; a stale build is not used).
+cdef extern from *:
+    """
+    #ifndef RXHUBS_SOURCE_SHA256
+    #define RXHUBS_SOURCE_SHA256 ""
+    #endif
+    """
+    const char* RXHUBS_SOURCE_SHA256

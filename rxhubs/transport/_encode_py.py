@@ -239,3 +239,9 @@ def batch_frames(
                 BATCH_FORMAT, max_frame)
         ends.append(i)
     return b"".join(out), ends
+
+
+try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
+    SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
+except NameError:  # the pure-Python build has none
+    SOURCE_SHA256 = ""

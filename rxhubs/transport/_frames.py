@@ -2,7 +2,8 @@
 
 rxhubs ships its AMQP frame reader as one Python source, ``_frames_py.py``, that a source install also compiles
 with Cython into ``_frames_c`` (``setup.py``; optional: no compiler, no extension). This module chooses once, at
-import: the compiled reader, unless ``RXHUBS_NO_EXTENSIONS=1`` is set or it did not build or import. Receivers
+import: the compiled reader, unless ``RXHUBS_NO_EXTENSIONS=1`` is set, it did not build or import, or it is a stale
+build of an older ``_frames_py.py`` (:mod:`rxhubs._extensions`: one WARNING, then the pure path). Receivers
 read at native speed only with the compiled reader (:mod:`rxhubs.transport._native`); without it they keep the
 SDK's pure-Python receive path, since the Python build of the reader is no faster than pyamqp's own decoder (it
 exists so that both builds pass the same tests). :func:`receive_path` names the path in use; one INFO line on
@@ -11,10 +12,11 @@ the ``rxhubs.transport`` logger says it when the first receiver opens.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from types import ModuleType
+
+from rxhubs._extensions import load_compiled
 
 __all__ = ["NO_EXTENSIONS_VARIABLE", "compiled_reader", "extensions_disabled", "log_receive_path", "receive_path"]
 
@@ -31,16 +33,13 @@ def _disabled() -> bool:
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    """The compiled reader and why it is (not) used."""
+    """The compiled reader and why it is (not) used: not when disabled, not built, or stale (rxhubs._extensions)."""
     if _disabled():
         return None, f"{NO_EXTENSIONS_VARIABLE} is set"
-    try:
-        module = importlib.import_module("rxhubs.transport._frames_c")
-    except ImportError as exc:  # e.g. the SDK's pyamqp moved
-        return None, f"the compiled frame reader does not import ({exc})"
-    if not str(getattr(module, "__file__", "")).endswith((".so", ".pyd")):
-        return None, "the compiled frame reader was not built (no C compiler or Cython at install)"
-    return module, "compiled frame reader"
+    module, why = load_compiled(
+        "rxhubs.transport._frames_c", "rxhubs.transport._frames_py", "the compiled frame reader"
+    )
+    return (module, "compiled frame reader") if module is not None else (None, why)
 
 
 _READER, _WHY = _load()

@@ -67,3 +67,14 @@ cdef bint _is_transfer(const unsigned char[:] buf, Py_ssize_t body, Py_ssize_t e
 
 @cython.locals(code="unsigned int", count=Py_ssize_t, fields=list, index=Py_ssize_t)
 cdef tuple _transfer(_Reader r, Py_ssize_t body, Py_ssize_t end, object handle)
+
+
+# The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
+# (rxhubs/_extensions.py checks it at import; a stale build is not used).
+cdef extern from *:
+    """
+    #ifndef RXHUBS_SOURCE_SHA256
+    #define RXHUBS_SOURCE_SHA256 ""
+    #endif
+    """
+    const char* RXHUBS_SOURCE_SHA256

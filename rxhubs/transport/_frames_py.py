@@ -266,48 +266,32 @@ def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[A
     """Decode the complete frames of ``buf[start:]``: ``(messages, consumed, other, last_delivery_id)``.
 
     ``messages``: one pyamqp ``Message`` per transfer of link ``handle`` on ``channel``, in order (a delivery of
-    several frames once they are all in ``buf``); empty (keep-alive) frames are consumed silently. It stops after
-    the first frame it leaves to the SDK and returns it as ``other = (frame_channel, frame_bytes)`` (``consumed``
-    includes it); ``other`` is None when it stopped at an incomplete frame or delivery (``consumed`` is where
-    that frame or delivery starts) or the end of ``buf``.
-    ``last_delivery_id``: the delivery id of the last message (None when there is none).
-
-    Raises :class:`FrameError` when the bytes are not AMQP frames (a size under 8 or over 2**31, a data offset
-    under 2, a SASL frame, a transfer whose performative or payload is malformed). Example:
-
-        >>> from azure.eventhub._pyamqp._encode import encode_frame, encode_payload
-        >>> from azure.eventhub._pyamqp.message import Message
-        >>> from azure.eventhub._pyamqp.performatives import TransferFrame
-        >>> payload = bytes(encode_payload(bytearray(), Message(data=[b"hi"])))
-        >>> head, body = encode_frame(TransferFrame(handle=0, delivery_id=5, delivery_tag=b"t", payload=payload))
-        >>> frame = head + (1).to_bytes(2, "big") + body
-        >>> messages, consumed, other, last = parse(frame + frame[:10], 1, 0)
-        >>> [m.data for m in messages], consumed == len(frame), other, last
-        ([[b'hi']], True, None, 5)
+    several frames once they are all in ``buf``); keep-alive frames are consumed silently. It stops after the first
+    frame it leaves to the SDK, returned as ``other = (frame_channel, frame_bytes)`` (``consumed`` includes it);
+    ``other`` is None when it stopped at an incomplete frame or delivery (``consumed`` is where it starts) or the
+    end of ``buf``. ``last_delivery_id``: the last message's (None without one). Raises :class:`FrameError` for
+    bytes that are not AMQP frames (a size under 8 or over 2**31, a data offset under 2, a SASL frame, a transfer
+    whose performative or payload is malformed). See :func:`parse_frames` for an example.
     """
     out = parse_frames(buf, channel, handle, start)
     return out[0], out[1], out[2], out[3]
 
 
 def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object, int]:
-    """:func:`parse`, and how many transfer frames the messages took (one each, more for multi-frame deliveries).
+    """:func:`parse`, and how many transfer frames the messages took (the session counts frames, the link deliveries).
 
-    The session counts transfer frames, the link deliveries: a caller doing their bookkeeping needs both.
-
-    Example:
+    Example (a delivery in two frames; without its last frame, nothing is consumed):
         >>> from azure.eventhub._pyamqp._encode import encode_frame, encode_payload
         >>> from azure.eventhub._pyamqp.message import Message
-        >>> from azure.eventhub._pyamqp.performatives import TransferFrame
-        >>> payload = bytes(encode_payload(bytearray(), Message(data=[b"x" * 100])))
-        >>> def frame(part, more):
-        ...     head, body = encode_frame(TransferFrame(handle=0, delivery_id=5, delivery_tag=b"t", more=more,
-        ...                                             payload=part))
-        ...     return head + (1).to_bytes(2, "big") + body
-        >>> two = frame(payload[:50], True) + frame(payload[50:], False)
-        >>> messages, consumed, other, last, frames = parse_frames(two, 1, 0)
-        >>> [len(m.data[0]) for m in messages], consumed == len(two), frames
+        >>> from azure.eventhub._pyamqp.performatives import TransferFrame as T
+        >>> p = bytes(encode_payload(bytearray(), Message(data=[b"x" * 100])))
+        >>> frames = [encode_frame(T(handle=0, delivery_id=5, delivery_tag=b"t", more=more, payload=part))
+        ...           for part, more in ((p[:50], True), (p[50:], False))]
+        >>> two = b"".join(head + (1).to_bytes(2, "big") + body for head, body in frames)
+        >>> messages, consumed, other, last, count = parse_frames(two, 1, 0)
+        >>> [len(m.data[0]) for m in messages], consumed == len(two), count
         ([100], True, 2)
-        >>> parse_frames(two[:-1], 1, 0)  # the delivery is not whole yet: nothing consumed
+        >>> parse_frames(two[:-1], 1, 0)
         ([], 0, None, None, 0)
     """
     messages: list[Any] = []
@@ -442,3 +426,9 @@ def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int, b
         if count > index and fields[index]:
             return None, -1, False
     return fields[1], r.pos, bool(count > 5 and fields[5])
+
+
+try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
+    SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
+except NameError:  # the pure-Python build has none
+    SOURCE_SHA256 = ""

@@ -1,7 +1,8 @@
 """``rxhubs.EventHub``: the hub protocol over azure-eventhub's public aio API.
 
 It holds the connection settings and a producer client (for properties and ``send``), and makes
-:class:`~rxhubs.transport._receiver.AzurePartitionReceiver` s, one per partition read.
+:class:`~rxhubs.transport._receiver.AzurePartitionReceiver` s, one per partition read. Its management calls
+(``_hub_management``) and sends (``_hub_sending``) live beside it, as the private bases of :class:`EventHub`.
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 
-from rxhubs._models import EventHubProperties, PartitionContext, PartitionProperties, Position
-from rxhubs.errors import ConfigurationError, NotFoundError, ReceiverClosedError, TransportError
+from rxhubs._models import PartitionContext, Position
+from rxhubs.errors import ConfigurationError, ReceiverClosedError
 from rxhubs.transport._base import DEFAULT_CONSUMER_GROUP, check_receiver_args
 from rxhubs.transport._clients import SdkClients
 from rxhubs.transport._connection_string import (
@@ -23,12 +23,10 @@ from rxhubs.transport._connection_string import (
     check_eventhub_name,
     parse_connection_string,
 )
-from rxhubs.transport._errors import translate_error
-from rxhubs.transport._liveness import bounded
+from rxhubs.transport._hub_sending import _Sends
 from rxhubs.transport._native_send import Senders
 from rxhubs.transport._options import ClientOptions, check_credential
 from rxhubs.transport._orphans import Orphans
-from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 from rxhubs.transport._receiver import AzurePartitionReceiver
 from rxhubs.transport._warm import WarmSessions
 
@@ -38,12 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["EventHub"]
 
 _log = logging.getLogger("rxhubs.transport.azure")
-_T = TypeVar("_T")
 
 _NS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?$")
 
 
-class EventHub:
+class EventHub(_Sends):
     """One Azure event hub (or a local emulator's), read through azure-eventhub's aio clients.
 
     Build it from a connection string with :meth:`from_connection_string`, or from a namespace, a hub name
@@ -189,118 +186,6 @@ class EventHub:
     def _new_consumer_client(self, consumer_group: str) -> EventHubConsumerClient:
         return self._clients.consumer(consumer_group)
 
-    def _producer_client(self) -> EventHubProducerClient:
-        if self._closed:
-            raise TransportError(f"{self!r} is closed", retriable=False)
-        if self._producer is None:
-            self._producer = self._clients.producer()
-        return self._producer
-
-    async def _retrying(
-        self,
-        what: str,
-        operation: Callable[[EventHubProducerClient], Coroutine[Any, Any, _T]],
-        timeout: float | None = None,
-    ) -> _T:
-        """Run ``operation`` with the hub's retries; each attempt bounded by ``timeout`` seconds (None: not)."""
-        attempt = 0
-        while True:
-            client = self._producer_client()
-            try:  # a management call opens its own connection: a retry does not reuse a silent one
-                return await (operation(client) if timeout is None else bounded(operation(client), timeout, what))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = translate_error(exc, what, self._secrets)
-                if not error.retriable or attempt >= self._retry_total:
-                    raise error from exc
-                delay = self._backoff_factor if self._fixed_backoff else self._backoff_factor * 2**attempt
-                _log.info("%s failed (%s); retrying in %.2f s", what, error, min(delay, self._backoff_max))
-                await asyncio.sleep(min(delay, self._backoff_max))
-                attempt += 1
-
-    async def get_properties(self) -> EventHubProperties:
-        """The hub's name, creation time and partition ids.
-
-        Raises:
-            NotFoundError: The hub does not exist.
-            AuthenticationError: The credentials were refused.
-            TransportError: The service could not be reached (after the retries).
-
-        Example:
-            >>> async def show(hub):  # doctest: +SKIP
-            ...     props = await hub.get_properties()
-            ...     return props.partition_ids
-        """
-        what = f"get properties of event hub {self._eventhub_name!r}"
-        raw = await self._retrying(
-            what, lambda c: self._orphans.run(c.get_eventhub_properties()), self._liveness.management_timeout
-        )
-        if not raw:
-            raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
-        ids = tuple(str(p) for p in raw["partition_ids"])
-        if self._producer is not None and self._partition_ids is not None and set(ids) - set(self._partition_ids):
-            # the SDK's producer refuses partition ids it did not read when it opened: partitions were added
-            self._retired.append(self._producer)
-            self._producer = None
-        self._partition_ids = ids
-        created = raw.get("created_at")
-        return EventHubProperties(name=str(raw["eventhub_name"]), created_at=created, partition_ids=ids)
-
-    async def get_partition_ids(self) -> Sequence[str]:
-        """The partition ids, in the service's order.
-
-        Example:
-            >>> async def ids(hub):  # doctest: +SKIP
-            ...     return await hub.get_partition_ids()  # ['0', '1', '2', '3']
-        """
-        return list((await self.get_properties()).partition_ids)
-
-    async def _check_partition(self, partition_id: str) -> None:
-        if self._partition_ids is not None and partition_id in self._partition_ids:
-            return
-        async with self._ids_lock:  # receivers opening together share one management call
-            if self._partition_ids is None or partition_id not in self._partition_ids:
-                await self.get_properties()  # (re)load: partitions can be added to a hub
-            assert self._partition_ids is not None
-            if partition_id not in self._partition_ids:
-                raise NotFoundError(
-                    f"event hub {self._eventhub_name!r} has no partition {partition_id!r} "
-                    f"(partitions: {', '.join(self._partition_ids)})"
-                )
-
-    async def get_partition_properties(self, partition_id: str) -> PartitionProperties:
-        """One partition's properties.
-
-        Raises:
-            NotFoundError: Unknown hub or partition.
-            ConfigurationError: ``partition_id`` is not a non-empty str.
-
-        Example:
-            >>> async def lag(hub):  # doctest: +SKIP
-            ...     p = await hub.get_partition_properties("0")
-            ...     return p.last_enqueued_sequence_number
-        """
-        if not isinstance(partition_id, str) or not partition_id:
-            raise ConfigurationError(f"partition_id must be a non-empty str, got {partition_id!r}")
-        await self._check_partition(partition_id)
-        raw = await self._retrying(
-            f"get properties of partition {partition_id!r} of {self._eventhub_name!r}",
-            lambda c: self._orphans.run(c.get_partition_properties(partition_id)),
-            self._liveness.management_timeout,
-        )
-        if not raw:
-            raise NotFoundError(f"event hub {self._eventhub_name!r} has no partition {partition_id!r}")
-        return PartitionProperties(
-            eventhub_name=str(raw["eventhub_name"]),
-            partition_id=str(raw["id"]),
-            beginning_sequence_number=int(raw["beginning_sequence_number"]),
-            last_enqueued_sequence_number=int(raw["last_enqueued_sequence_number"]),
-            last_enqueued_offset=str(raw["last_enqueued_offset"]),
-            last_enqueued_time_utc=raw.get("last_enqueued_time_utc"),
-            is_empty=bool(raw["is_empty"]),
-        )
-
     # -- receiving -------------------------------------------------------------------------------------------
 
     def receiver(
@@ -353,71 +238,6 @@ class EventHub:
         receiver = AzurePartitionReceiver(self, context, position, owner_level, prefetch, track)
         self._receivers.add(receiver)
         return receiver
-
-    # -- sending ---------------------------------------------------------------------------------------------
-
-    async def send(
-        self,
-        bodies: Iterable[bytes | str],
-        partition_id: str | None = None,
-        partition_key: str | None = None,
-        properties: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Send events (a convenience for demos and tests; in a pipeline, ``hops.publish`` sends with :meth:`publish`).
-
-        Events go in as few batches as fit, in order. Without ``partition_id`` or ``partition_key`` the
-        service picks partitions round robin.
-
-        Args:
-            bodies: Event bodies (str is sent as UTF-8).
-            partition_id: Send to this partition.
-            partition_key: Or let the service hash this key to a partition.
-            properties: Application properties set on every event.
-
-        Raises:
-            ConfigurationError: Bad arguments, or an event too large for the hub.
-            NotFoundError: Unknown hub or partition.
-
-        Example:
-            >>> async def seed(hub):  # doctest: +SKIP
-            ...     await hub.send([b'{"t": 21.5}', b'{"t": 21.7}'], partition_id="0")
-        """
-        events = outgoing_events(bodies, properties)
-        check_routing(partition_id, partition_key)
-        if partition_id is not None:
-            await self._check_partition(partition_id)
-        await self._send(events, partition_id, partition_key)
-
-    async def publish(
-        self,
-        events: Sequence[OutgoingEvent],
-        *,
-        partition_id: str | None = None,
-        partition_key: str | None = None,
-    ) -> None:
-        """Send events, each with its own properties, in order (what :func:`rxhubs.operators.publish` calls).
-
-        Events go in as few batches as fit the hub's maximum message size, to ``partition_id``, or with
-        ``partition_key``, or (neither) where the service puts them; retriable failures are retried with the
-        hub's retry settings, resending only what was not acknowledged. Raises ``ConfigurationError`` (bad
-        routing, an event over the maximum size), ``NotFoundError`` or ``TransportError`` (after the retries).
-
-        Example:
-            >>> from rxhubs.transport._publisher import OutgoingEvent
-            >>> async def forward(hub):  # doctest: +SKIP
-            ...     await hub.publish([OutgoingEvent(b"x", {"source": "a"})], partition_key="device-7")
-        """
-        check_routing(partition_id, partition_key)
-        if partition_id is not None:
-            await self._check_partition(partition_id)
-        await self._send(list(events), partition_id, partition_key)
-
-    async def _send(self, pending: list[OutgoingEvent], partition_id: str | None, partition_key: str | None) -> None:
-        where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
-        if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
-            await self._retrying(
-                f"send to {where}", lambda client: self._senders.send(client, pending, partition_id, partition_key)
-            )
 
     def _forget(self, receiver: AzurePartitionReceiver) -> None:
         self._receivers.discard(receiver)

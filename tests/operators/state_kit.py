@@ -10,7 +10,7 @@ import reactivex
 from reactivex import Observable, abc
 
 from rxhubs import EventBatch, Ownership
-from rxhubs._state import OperatorState, StateDelta, decode
+from rxhubs.state._codec import OperatorState, StateDelta, decode
 from rxhubs.stores import InMemoryCheckpointStore
 
 FINGERPRINT = "count-v1"

@@ -13,9 +13,9 @@ from reactivex.testing import TestScheduler
 import rxhubs
 from rxhubs import Event, EventBatch, Ownership, PartitionContext
 from rxhubs import operators as hops
-from rxhubs._state import DELETED, StateDelta
 from rxhubs.balancing import PartitionSession
 from rxhubs.errors import ConfigurationError, OwnershipLostError
+from rxhubs.state._codec import DELETED, StateDelta
 from rxhubs.stores import InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub, marble_test
 from tests.balancing.kit import ProxyStore

@@ -15,8 +15,8 @@ from reactivex.testing import TestScheduler
 from rxhubs import Checkpoint, Event, EventBatch, Ownership, PartitionContext
 from rxhubs import operators as hops
 from rxhubs._batch import Origin
-from rxhubs._state import DELETED, OperatorState, StateDelta, decode
 from rxhubs.balancing import PartitionSession
+from rxhubs.state._codec import DELETED, OperatorState, StateDelta, decode
 from rxhubs.stores import InMemoryCheckpointStore
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -56,7 +56,7 @@ def normal(state: dict[str, OperatorState]) -> dict[str, tuple[str, dict[str, An
 
 def expected(base: dict[str, OperatorState], deltas: list[StateDelta]) -> dict[str, tuple[str, dict[str, Any],
                                                                                        dict[str, Any]]]:
-    """The state after ``deltas``, worked out without ``rxhubs._state.fold``: each key holds the last value any
+    """The state after ``deltas``, worked out without ``rxhubs.state._codec.fold``: each key holds the last value any
     delta of its operator wrote (none if that was DELETED), else the restored one; an operator's fingerprint and
     meta are its last delta's."""
     out = normal(base)

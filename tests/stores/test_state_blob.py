@@ -10,7 +10,7 @@ from azure.eventhub.extensions.checkpointstoreblobaio import BlobCheckpointStore
 from azure.storage.blob.aio import ContainerClient
 
 from rxhubs import Checkpoint, Ownership
-from rxhubs._state import OperatorState, decode, encode
+from rxhubs.state._codec import OperatorState, decode, encode
 from rxhubs.stores import BlobCheckpointStore
 from rxhubs.testing._azurite import Azurite
 from tests.stores.conftest import CG, HUB, NS

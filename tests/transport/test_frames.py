@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rxhubs.transport._frame_errors import FrameError
+from rxhubs.transport._frames import compiled_reader, receive_path
 
 CHANNEL, HANDLE = 1, 0
 
@@ -33,6 +34,7 @@ def reader(request: pytest.FixtureRequest) -> ModuleType:
     module = importlib.import_module("rxhubs.transport._frames_" + ("c" if request.param == "compiled" else "py"))
     if request.param == "compiled":  # make test builds it: a missing build is a failure, not a skip
         assert str(module.__file__).endswith(".so"), f"the compiled frame reader was not built: {module.__file__}"
+        assert module is compiled_reader(), f"not the build in use: {receive_path()}"  # (e.g. a stale one)
     return module
 
 

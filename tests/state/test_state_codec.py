@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from rxhubs._state import OperatorState, decode, encode
 from rxhubs.errors import StateError
+from rxhubs.state._codec import OperatorState, decode, encode
 
 
 def _state(values: dict[str, object]) -> dict[str, OperatorState]:

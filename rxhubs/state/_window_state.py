@@ -26,11 +26,11 @@ from typing import Any
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import DELETED, OperatorState, StateDelta
 from rxhubs.errors import StateError
-from rxhubs.operators._stateful import PLAIN_TYPES, Keyed, dump, hashable, hashes, plain
-from rxhubs.operators._wspec import Aggregate, Hopping, Session, WindowBatch, WindowResult, Windows, count_add
-from rxhubs.operators._wtime import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
+from rxhubs.state._codec import DELETED, OperatorState, StateDelta
+from rxhubs.state._spec import Aggregate, Hopping, Session, WindowBatch, WindowResult, Windows, count_add
+from rxhubs.state._stateful import PLAIN_TYPES, Keyed, dump, hashable, hashes, plain
+from rxhubs.state._time import EPOCH, CaughtUp, Clock, EventTime, duration_us, from_us, to_us
 
 __all__ = ["WindowState"]
 

@@ -14,12 +14,12 @@ from reactivex import Observable, abc
 
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
-from rxhubs._state import OperatorState, StateDelta
 from rxhubs.errors import ConfigurationError, StateError
-from rxhubs.operators._stateful import Keyed, Runner, check_cap, check_name, dump, fingerprint, hashable, plain
-from rxhubs.operators._window import DEFAULT_MAX_STATE_BYTES
-from rxhubs.operators._wspec import ScanBatch
-from rxhubs.operators._wtime import EnqueuedTime, EventTime, duration_us, to_us
+from rxhubs.state._codec import OperatorState, StateDelta
+from rxhubs.state._spec import ScanBatch
+from rxhubs.state._stateful import Keyed, Runner, check_cap, check_name, dump, fingerprint, hashable, plain
+from rxhubs.state._time import EnqueuedTime, EventTime, duration_us, to_us
+from rxhubs.state._window import DEFAULT_MAX_STATE_BYTES
 
 __all__ = ["scan_state"]
 

@@ -14,7 +14,7 @@ from rxhubs import operators as hops
 from rxhubs import windows as hw
 from rxhubs.errors import ConfigurationError, StateError
 from rxhubs.testing import marble_test
-from tests.operators.window_kit import CLOCK, DESIGN, T0, device, heartbeat, lookup, saved, session_with, shown
+from tests.state.window_kit import CLOCK, DESIGN, T0, device, heartbeat, lookup, saved, session_with, shown
 
 X = "d1@0=2 d2@0=1"  # the design's closed windows
 

@@ -10,7 +10,7 @@ from reactivex import operators as ops
 from rxhubs import operators as hops
 from rxhubs.errors import ConfigurationError, StateError
 from rxhubs.testing import marble_test
-from tests.operators.window_kit import CLOCK, batches_of, device, event, lookup, saved, session_with
+from tests.state.window_kit import CLOCK, batches_of, device, event, lookup, saved, session_with
 
 SPEC = {"a": ("k1", 0), "b": ("k1", 10), "c": ("k2", 20), "d": ("k2", 90)}
 

@@ -14,10 +14,10 @@ from rxhubs._batch import EventBatch
 from rxhubs._models import Event, PartitionContext
 from rxhubs._rx import pipeline_scheduler
 from rxhubs.errors import ConfigurationError
-from rxhubs.operators._stateful import Runner, check_cap, check_name, fingerprint
-from rxhubs.operators._wspec import Aggregate, Hopping, Session, Tumbling, Windows
-from rxhubs.operators._wstate import WindowState
-from rxhubs.operators._wtime import CaughtUp, EnqueuedTime, EventTime, duration_us
+from rxhubs.state._spec import Aggregate, Hopping, Session, Tumbling, Windows
+from rxhubs.state._stateful import Runner, check_cap, check_name, fingerprint
+from rxhubs.state._time import CaughtUp, EnqueuedTime, EventTime, duration_us
+from rxhubs.state._window_state import WindowState
 
 __all__ = ["DEFAULT_MAX_STATE_BYTES", "window"]
 

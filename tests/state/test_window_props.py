@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from rxhubs import operators as hops
 from rxhubs import windows as hw
-from rxhubs._state import OperatorState
-from tests.operators.window_kit import CLOCK, T0, batches_of, device, event, saved, session_with
+from rxhubs.state._codec import OperatorState
+from tests.state.window_kit import CLOCK, T0, batches_of, device, event, saved, session_with
 
 S = 1_000_000  # microseconds per second
 BASE = int(T0.timestamp()) * S

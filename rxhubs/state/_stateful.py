@@ -2,7 +2,7 @@
 
 An operator keeps one :class:`Keyed` state per partition. The first batch of a new ownership session resets it
 and restores it from ``session.restored_state[name]``; every batch passed on carries the operator's
-:class:`~rxhubs._state.StateDelta` (even a batch that changed nothing); a size over ``max_state_bytes``, a
+:class:`~rxhubs.state._codec.StateDelta` (even a batch that changed nothing); a size over ``max_state_bytes``, a
 fingerprint that does not match, a value that is not JSON-able or a failing user function fail the partition
 (``session.fail("process", error)``), or, for batches read without balancing, the stream.
 """
@@ -20,8 +20,8 @@ from reactivex.disposable import SingleAssignmentDisposable
 
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import PartitionContext
-from rxhubs._state import DELETED, OperatorState, StateDelta
 from rxhubs.errors import ConfigurationError, StateError
+from rxhubs.state._codec import DELETED, OperatorState, StateDelta
 
 __all__ = [
     "PLAIN_TYPES", "Keyed", "Runner", "check_cap", "check_name", "dump", "fingerprint", "hashable", "hashes", "plain",

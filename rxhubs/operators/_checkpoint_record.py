@@ -1,18 +1,19 @@
 """The checkpoint operator's record of one partition, and the state it commits with each checkpoint (private).
 
-A stateful operator (``hops.window``, ``hops.scan_state``) attaches a :class:`~rxhubs._state.StateDelta` to
-every batch it passes on. The checkpoint operator folds the deltas of the **contiguous finished prefix** into
-its committed copy of the partition's state (:class:`CommittedState`), in the batches' read order, and writes
-the copy, encoded, in the same conditional store call as the checkpoint that ends the prefix
-(``StatefulCheckpointStore.commit_state``): a committed checkpoint always comes with exactly the state of the
-events up to it. Deltas of batches past a gap wait with them in :class:`~rxhubs.operators._prefix.
-ContiguousPrefix`. The copy of a new period of ownership starts from the state restored with its checkpoint
-(``OwnershipSession.restored_state``), so a write carries the keys this owner has not touched too.
+A stateful operator (``hops.window``, ``hops.scan_state``) attaches a :class:`~rxhubs.state._codec.StateDelta`
+to every batch it passes on. The checkpoint operator folds the deltas of the **contiguous finished prefix**
+into its committed copy of the partition's state (:class:`~rxhubs.state._committed.CommittedState`), in the
+batches' read order, and writes the copy, encoded, in the same conditional store call as the checkpoint that
+ends the prefix (``StatefulCheckpointStore.commit_state``): a committed checkpoint always comes with exactly
+the state of the events up to it. Deltas of batches past a gap wait with them in
+:class:`~rxhubs.operators._prefix.ContiguousPrefix`. The copy of a new period of ownership starts from the state
+restored with its checkpoint (``OwnershipSession.restored_state``), so a write carries the keys this owner has
+not touched too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,68 +22,17 @@ from reactivex import abc
 from rxhubs._batch import EventBatch, OwnershipSession
 from rxhubs._models import Checkpoint, Event, Ownership, PartitionContext
 from rxhubs._rx import deadline
-from rxhubs._state import DELETED, OperatorState, StateDelta, encode
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
+from rxhubs.state._committed import CommittedState
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StatefulCheckpointStore
 
-__all__ = ["CommittedState", "PartitionRecord", "is_owned", "no_state_support", "store_write"]
+__all__ = ["PartitionRecord", "is_owned", "no_state_support", "store_write"]
 
 
 def is_owned(session: OwnershipSession | None) -> bool:
     """Whether a batch's session still owns its partition (True for batches without one)."""
     return session is None or session.owned
-
-
-class CommittedState:
-    """One partition's committed operator state in one period of ownership: a fold of the prefix's deltas.
-
-    Folded in place (a delta costs what it changed, not the size of the state); :meth:`encoded` snapshots it.
-
-    Example:
-        >>> from rxhubs._state import decode
-        >>> state = CommittedState({"w": OperatorState("f", {"a": 1})})
-        >>> state.fold([StateDelta("w", "f", {"b": 2}, {"wm": 9})]), state.stateful
-        (True, True)
-        >>> dict(decode(state.encoded())["w"].keys)
-        {'a': 1, 'b': 2}
-    """
-
-    __slots__ = ("_ops", "stateful")
-
-    def __init__(self, restored: Mapping[str, OperatorState] | None = None) -> None:
-        self._ops: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
-            name: (op.fingerprint, dict(op.keys), dict(op.meta)) for name, op in (restored or {}).items()
-        }
-        #: True once a batch of this period carried deltas: its checkpoints are then written with the state.
-        self.stateful = False
-
-    def fold(self, deltas: Iterable[StateDelta]) -> bool:
-        """Apply ``deltas`` in order; True if they changed the state (keys, meta or fingerprint)."""
-        changed = False
-        for delta in deltas:
-            self.stateful = True
-            before = self._ops.get(delta.name)
-            if before is None or before[0] != delta.fingerprint or before[2] != delta.meta:
-                changed = True
-                keys = before[1] if before is not None else {}
-                self._ops[delta.name] = before = (delta.fingerprint, keys, dict(delta.meta))
-            keys = before[1]
-            for key, value in delta.changes.items():
-                changed = True
-                if value is DELETED:
-                    keys.pop(key, None)
-                else:
-                    keys[key] = value
-        return changed
-
-    def snapshot(self) -> dict[str, OperatorState]:
-        """The state as :data:`~rxhubs._state.PartitionState` (copies)."""
-        return {name: OperatorState(f, dict(k), dict(m)) for name, (f, k, m) in self._ops.items()}
-
-    def encoded(self) -> bytes:
-        """The state as :func:`~rxhubs._state.encode` writes it (a snapshot: later folds do not change it)."""
-        return encode({name: OperatorState(f, k, m) for name, (f, k, m) in self._ops.items()})
 
 
 @dataclass(eq=False, slots=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 from rxhubs import Event, EventBatch, LastEnqueuedEventProperties, PartitionContext
 from rxhubs._batch import Origin
-from rxhubs._state import OperatorState, decode, encode, fold
 from rxhubs.balancing import PartitionSession
+from rxhubs.state._codec import OperatorState, decode, encode, fold
 from rxhubs.windows import EventTime
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

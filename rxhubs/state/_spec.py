@@ -12,7 +12,7 @@ from typing import Any
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError
-from rxhubs.operators._wtime import duration_us
+from rxhubs.state._time import duration_us
 
 __all__ = [
     "Aggregate", "Hopping", "ScanBatch", "Session", "Tumbling", "WindowBatch", "WindowResult", "Windows",
