@@ -81,6 +81,7 @@ async def rxhubs_trial(clock: Clock, publish: bool = True) -> None:
     await clock.done.wait()
     stop.request()
     await runner
+    clock.native_send = target._senders.native  # type: ignore[attr-defined]
     await source.close()
     await target.close()
 
@@ -96,9 +97,7 @@ def main() -> None:
         await (sdk(clock) if args.impl == "sdk" else rxhubs_trial(clock, publish=args.impl == "rxhubs"))
         result = clock.result()
         if args.impl == "rxhubs":
-            from rxhubs.transport import _paths
-
-            result["send_paths"] = sorted({p.path for p in _paths.opened() if p.partition_id.startswith("send")})
+            result["send_paths"] = ["native-send" if getattr(clock, "native_send", False) else "send_batch"]
         return result
 
     print(json.dumps(asyncio.run(trial())), flush=True)
