@@ -145,3 +145,20 @@ def test_without_the_compiled_encoder_sends_go_through_the_sdk_and_say_so_once(e
             return (await hub.get_partition_properties("0")).last_enqueued_sequence_number + 1
 
     assert asyncio.run(count()) == 4
+
+
+async def test_a_property_the_encoder_does_not_take_sends_that_call_through_the_sdk(emulator_factory: Any) -> None:
+    import uuid
+
+    emulator = emulator_factory(hubs={"h": 1})
+    async with rxhubs.EventHub.from_connection_string(emulator.connection_string("h")) as hub:
+        await hub.publish(_events(3, "native"), partition_id="0")
+        sender = _natives(hub)["0"]
+        written = sender.deliveries
+        odd = OutgoingEvent(b"odd", {"id": uuid.UUID(int=7)})
+        await hub.publish([odd], partition_id="0")  # a UUID value: send_batch sends this call
+        assert sender.deliveries == written
+        await hub.publish(_events(2, "again"), partition_id="0")  # and the link stays native
+        assert sender.deliveries == written + 1
+        got = await _read(hub, "0", 6)
+        assert [e.body for e in got][3] == b"odd" and len(got) == 6
