@@ -31,7 +31,6 @@ from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
-from rxhubs.balancing._records import takes_hands
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.balancing._settings import ConsumerSettings, Hooks, pick
 from rxhubs.balancing._start_check import seeded_start, watch_range
@@ -39,6 +38,7 @@ from rxhubs.balancing._stream import PartitionStream, drain_timeout
 from rxhubs.errors import OwnershipLostError
 from rxhubs.sources import partition_batches
 from rxhubs.stores import CheckpointStore
+from rxhubs.stores._contract import takes_hands
 from rxhubs.transport import Hub
 
 __all__ = ["Consumer"]

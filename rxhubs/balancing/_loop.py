@@ -46,31 +46,26 @@ from reactivex import abc
 
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership
-from rxhubs._retry import Backoff, is_retriable
-from rxhubs._rx import Signal, deadline, from_coroutine
+from rxhubs._retry import Backoff
+from rxhubs._rx import Signal, from_coroutine
 from rxhubs._rx._driver import current_stepper
 from rxhubs._siblings import take_start_gate
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
-from rxhubs.balancing._planner import BalancingSettings, Plan, plan, presence_group
+from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
+from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.balancing._wind_down import WindDown
 from rxhubs.stores import CheckpointStore
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
-#: Partition ids are re-read from the hub every this many rounds (partitions can be added to a live hub:
-#: every round, so new ones are claimed within an interval of appearing; one management call per round).
-_REFRESH_IDS_EVERY = 1
-
-
-class BalancingLoop(WindDown):
+class BalancingLoop(RoundInputs):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
     Args:
@@ -323,75 +318,6 @@ class BalancingLoop(WindDown):
                 await self._wake.wait(remaining)
         finally:  # the round (or the wind-down) starts from answered releases (_releases)
             await self._releases.landed()
-
-    # -- the steps of a round ----------------------------------------------------------------------------------
-    async def _partition_ids(self) -> tuple[str, ...] | None:
-        """The hub's partition ids, re-read every round but while a handover is awaited; None if that failed for good.
-
-        (While awaiting, the round's listings would wait for the management call: up to 0.4 s on the emulator.)
-        """
-        awaiting = self.last_plan is not None and self.last_plan.awaiting > 0
-        if self.partition_ids is not None and (awaiting or self.rounds % _REFRESH_IDS_EVERY != 0):
-            return self.partition_ids
-        try:
-            if self.partition_ids is None:
-                ids = await self._read_partition_ids()
-            else:  # a slow refresh (a busy service, retries) must not hold up renewing what is owned
-                async with deadline(self.calls.timeout):
-                    ids = await self._read_partition_ids()
-        except Exception as exc:
-            if self.partition_ids is not None:  # a refresh failed: go on with the ids we know
-                why = str(exc) or f"no answer within {self.calls.timeout:.1f} s"
-                log.warning("balancing: reading the partition ids failed (%s); keeping the known ids", why)
-                return self.partition_ids
-            if not is_retriable(exc):  # an unknown hub, refused credentials: no retry helps
-                log.error("balancing: cannot read the hub's partitions: %s", exc)
-                self.fatal = exc
-                self.stop("dispose")
-                return None
-            raise
-        self.partition_ids = tuple(str(i) for i in ids)
-        return self.partition_ids
-
-    async def _ids_and_listings(self) -> tuple[tuple[str, ...] | None, list[Ownership], list[Ownership]]:
-        """The partition ids, the ownership records and the presence records that a round plans from.
-
-        Once the ids are known, the refresh goes out with both listings under asyncio, and the round waits for
-        the listings only: the claim carries the renewals, and a management call that a busy service answers
-        late (or never, until its ``store_timeout``) must not hold them up. Waiting for it, the renewals of a
-        loaded machine slipped past the expiration (the Azurite outage test, after the heal: a refresh timed out
-        after 1 s, the renewal went out late, the partitions expired and their events were read twice). A
-        refresh answered before the listings counts in this round; a later answer, in the next one (at most one
-        refresh is in flight). The first read of the ids, and virtual time, keep the order.
-        """
-        if self.partition_ids is None or current_stepper() is not None:
-            if (ids := await self._partition_ids()) is None:
-                return None, [], []
-            return (ids, *await self.calls.owners_and_presence())
-        if self._refresh is None or self._refresh.done():
-            self._refresh = asyncio.ensure_future(self._partition_ids())
-        records, presence = await self.calls.owners_and_presence()
-        return self.partition_ids, records, presence
-
-    def _plan(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
-        self.last_plan = self._decide(records, presence, ids)
-        return self.last_plan
-
-    def _decide(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
-        now = self._now()
-        self.avoid = {pid: until for pid, until in self.avoid.items() if until > now}
-        releasing = {pid for pid, s in self.sessions.items() if s.state is SessionState.DRAINING or s.ready}
-        return plan(
-            records,
-            ids,
-            self.owner_id,
-            now,
-            self.settings,
-            presence=presence,
-            releasing=releasing,
-            avoid=set(self.avoid),
-            group=self.group,
-        )
 
     # -- awaiting a handover -----------------------------------------------------------------------------------
     async def _handed_over(self) -> bool:

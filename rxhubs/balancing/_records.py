@@ -7,8 +7,10 @@ from dataclasses import replace
 
 from rxhubs._models import Ownership
 from rxhubs.balancing._session import PartitionSession
+from rxhubs.stores import CheckpointStore
+from rxhubs.stores._contract import takes_hands
 
-__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won", "takes_hands"]
+__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won"]
 
 
 def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
@@ -20,13 +22,8 @@ def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
     return etag
 
 
-def takes_hands(store: object) -> bool:
-    """Whether ``store`` takes note of handovers (the blob store's ``note_handover``: a hand for the recipient)."""
-    return callable(getattr(store, "note_handover", None))
-
-
 def releases_of(
-    sessions: Iterable[PartitionSession], store: object = None, skip: Collection[str] = ()
+    sessions: Iterable[PartitionSession], store: CheckpointStore | None = None, skip: Collection[str] = ()
 ) -> list[Ownership]:
     """The records to release: those of the sessions ready for it, with no owner or their recipient's.
 
@@ -35,7 +32,7 @@ def releases_of(
     its last checkpoint write if that was still in flight (``session.final``: the hand carries it). Partitions in
     ``skip`` (a release of theirs is in flight) are left out.
     """
-    note = getattr(store, "note_handover", None) if takes_hands(store) else None
+    note = store.note_handover if store is not None and takes_hands(store) else None
     releases = []
     for session in sessions:
         if not session.ready or session.partition_id in skip:

@@ -73,13 +73,13 @@ def check_policy(policy: object) -> None:
         )
 
 
-def _is_blob(store: object) -> bool:
+def _is_blob(store: CheckpointStore) -> bool:
     inner = getattr(store, "_sdk", None) or getattr(store, "store", None) or store
     module = type(inner).__module__
     return module.startswith(("rxhubs.stores._blob", "azure.eventhub.extensions.checkpointstoreblob"))
 
 
-def warn_keda_case(namespace: str, eventhub_name: str, store: object) -> bool:
+def warn_keda_case(namespace: str, eventhub_name: str, store: CheckpointStore) -> bool:
     """Log a WARNING if KEDA's Event Hubs scaler would not find this group's checkpoint blobs; True if it did.
 
     The blob stores (rxhubs' and the official one) lower-case the whole blob name; KEDA lower-cases only the

@@ -23,33 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rxhubs.bench._report import figure, sized
+from rxhubs.testing._emulator_frames import emulator_frames
 
-CHUNK = 64
-
-
-def emulator_frames(body_size: int, properties: int = 0, metrics: bool = False, count: int = CHUNK) -> bytes:
-    """``count`` transfer frames as the emulator sends them (channel 1, handle 0)."""
-    from azure.eventhub import EventData
-    from azure.eventhub._pyamqp._encode import encode_payload
-    from azure.eventhub._transport._pyamqp_transport import PyamqpTransport
-
-    from rxhubs.emulator import _frames as fr
-    from rxhubs.emulator import _message as msg
-
-    event = EventData(os.urandom(body_size))
-    for i in range(properties):
-        event.properties[f"property-{i}"] = f"value-{i}"
-    outgoing = PyamqpTransport.to_outgoing_amqp_message(event.raw_amqp_message)  # type: ignore[no-untyped-call]
-    sent = bytes(encode_payload(bytearray(), outgoing))
-    prepared = msg.prepare(sent)
-    now = 1_767_225_600_000
-    out = []
-    for n in range(count):
-        stored, da = msg.stamp(prepared, 1_000_000 + n, 4096 * n, now + n, None)
-        if metrics:
-            stored = msg.with_delivery_annotations(stored, da, msg.runtime_metrics(1_000_000 + count, 0, now, now))
-        out += fr.transfer_frames(1, 0, n, stored, True, 1 << 20)
-    return b"".join(out)
+CHUNK = 64  # frames per chunk (emulator_frames' default count)
 
 
 def _best(work: Callable[[], Any], rounds: int) -> float:

@@ -13,7 +13,7 @@ import datetime as _dt
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -128,8 +128,12 @@ async def group_lag(
     return rows
 
 
-def lag_json(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLag], at: float | None = None) -> str:
+def lag_json(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLag], at: float | None = None,
+             stalls: Mapping[str, int] | None = None) -> str:
     """The JSON form: totals at the top (for KEDA's ``metrics-api`` scaler, ``valueLocation: lag``), per partition.
+
+    ``stalls``: partition -> dead paths this process noticed (:func:`~rxhubs.transport._liveness.stall_counts`);
+    given, each partition and the top carry ``stalls``.
 
     Example:
         >>> text = lag_json("telemetry", "$Default", [PartitionLag("0", "a", 40, 52, 12, 3.5)], at=0)
@@ -145,11 +149,18 @@ def lag_json(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLa
         "lag_seconds": max(seconds, default=0.0),
         "partitions": {r.partition_id: {k: v for k, v in asdict(r).items() if k != "partition_id"} for r in rows},
     }
+    if stalls is not None:
+        document["stalls"] = sum(stalls.get(r.partition_id, 0) for r in rows)
+        for r in rows:
+            document["partitions"][r.partition_id]["stalls"] = stalls.get(r.partition_id, 0)  # type: ignore[index]
     return json.dumps(document)
 
 
-def prometheus_text(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLag]) -> bytes:
+def prometheus_text(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLag],
+                    stalls: Mapping[str, int] | None = None) -> bytes:
     """The Prometheus text exposition (``prometheus_client`` writes it), one sample per partition per gauge.
+
+    ``stalls`` (partition -> dead paths this process noticed) adds the counter ``rxhubs_receive_stalls_total``.
 
     Raises:
         ConfigurationError: ``prometheus-client`` is not installed (``pip install 'rxhubs[prometheus]'``).
@@ -161,7 +172,7 @@ def prometheus_text(eventhub_name: str, consumer_group: str, rows: Sequence[Part
     """
     try:
         from prometheus_client import CollectorRegistry, generate_latest
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         from prometheus_client.registry import Collector
     except ImportError as exc:
         raise ConfigurationError("lag in Prometheus format needs prometheus-client: pip install 'rxhubs[prometheus]'"
@@ -190,6 +201,12 @@ def prometheus_text(eventhub_name: str, consumer_group: str, rows: Sequence[Part
             yield family("rxhubs_lag_events", "Events after the checkpoint", lambda r: r.lag)
             yield family("rxhubs_lag_seconds", "Seconds between the first event not done and the newest event",
                          lambda r: r.lag_seconds)
+            if stalls is not None:
+                counter = CounterMetricFamily("rxhubs_receive_stalls", "Dead paths noticed (idle timeout) by this "
+                                              "process, per partition", labels=labels)
+                for r in rows:
+                    counter.add_metric([consumer_group, eventhub_name, r.partition_id], stalls.get(r.partition_id, 0))
+                yield counter
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Rows())

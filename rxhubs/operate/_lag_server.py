@@ -5,7 +5,13 @@ given), so it serves the same way beside ``rxhubs.run``, ``run_workers`` (whose 
 loop) or anything else. Opt-in, bound to 127.0.0.1 unless told otherwise.
 
 * ``GET /metrics``: Prometheus text format (``prometheus_client`` writes it);
-* ``GET /lag``: JSON, the totals at the top (``lag``, ``lag_seconds``) and each partition under ``partitions``.
+* ``GET /lag``: JSON, the totals at the top (``lag``, ``lag_seconds``, ``stalls``) and each partition under
+  ``partitions``.
+
+Besides the lag, both carry the dead paths (``stalls``: links silent past the idle timeout, reconnected) that
+receivers *in this process* noticed per partition (``rxhubs_receive_stalls_total``). Under ``--workers`` the
+server runs in the parent, which reads nothing: there the count stays 0 (use ``rxhubs.otel``'s
+``rxhubs.receive.stalls`` for the workers').
 
 A scrape computes the lag afresh, unless the last computation is younger than ``min_interval`` seconds (scrapes
 in a burst share one). A failure (the store or hub unreachable) answers 503 with one line, and the next scrape
@@ -24,6 +30,7 @@ from typing import Any
 
 from rxhubs.errors import ConfigurationError, RxHubsError
 from rxhubs.operate._lag import PartitionLag, _Times, group_lag, lag_json, prometheus_text
+from rxhubs.transport._liveness import stall_counts
 
 __all__ = ["LagServer", "parse_address"]
 
@@ -129,6 +136,10 @@ class LagServer:
         self.stop()
 
     # -- the server's thread ---------------------------------------------------------------------------------
+    def _stalls(self) -> dict[str, int]:
+        """Dead paths this process noticed per partition of the group (0 in a parent of ``--workers``)."""
+        return stall_counts(self._name, self.consumer_group)
+
     def _run(self) -> None:
         try:
             asyncio.run(self._serve())
@@ -183,10 +194,10 @@ class LagServer:
                 else:
                     status = "200 OK"
                     if path == "/metrics":
-                        kind, body = _TEXT, prometheus_text(self._name, self.consumer_group, rows)
+                        kind, body = _TEXT, prometheus_text(self._name, self.consumer_group, rows, self._stalls())
                     else:
                         kind = "application/json"
-                        body = lag_json(self._name, self.consumer_group, rows).encode()
+                        body = lag_json(self._name, self.consumer_group, rows, stalls=self._stalls()).encode()
             head = (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
                     "Connection: close\r\n\r\n")
             writer.write(head.encode() + (body if request[:1] != ["HEAD"] else b""))

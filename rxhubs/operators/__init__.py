@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from rxhubs.operators._checkpoint import checkpoint
 from rxhubs.operators._dead_letter import dead_letter
+from rxhubs.operators._exactly_once import exactly_once
 from rxhubs.operators._process import process
 from rxhubs.operators._publish import OutgoingEvent, Publisher, publish
-from rxhubs.operators._transactional import CommitResult, TransactionalSink, exactly_once, read_position
+from rxhubs.operators._transactional import CommitResult, TransactionalSink, read_position
 from rxhubs.state._scan_state import scan_state
 from rxhubs.state._window import window
 

@@ -15,7 +15,7 @@ from rxhubs._retry import Backoff, is_retriable
 from rxhubs._rx._driver import current_stepper
 from rxhubs.errors import ConfigurationError, PublishError
 from rxhubs.operators._base import stateful_operator
-from rxhubs.operators._process import PoisonHandler, _Processor, _span
+from rxhubs.operators._processor import PoisonHandler, Processor, sequence_span
 from rxhubs.transport._publisher import OutgoingEvent, Publisher, check_routing
 
 __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_grouped"]
@@ -165,7 +165,10 @@ class _Publish:
         except Exception as exc:
             count = sum(len(g) for g in groups.values())
             first, last = batches[0], batches[-1]
-            span = _span(first) if len(batches) == 1 else f"{first.first_sequence_number}..{last.last_sequence_number}"
+            span = (
+                sequence_span(first) if len(batches) == 1
+                else f"{first.first_sequence_number}..{last.last_sequence_number}"
+            )
             raise PublishError(
                 f"partition {first.partition_id}: publishing {count} events (source events {span}) to"
                 f" {self.name!r} failed: {exc}",
@@ -286,7 +289,7 @@ def publish(
     work = _Publish(publisher, make_body, make_key, make_id, make_props)
     backoff = retry or Backoff(max_retries=0)
 
-    return stateful_operator("publish()", scheduler, lambda observer, resolved: _Processor(
+    return stateful_operator("publish()", scheduler, lambda observer, resolved: Processor(
         observer, resolved, work, 1, backoff, on_poison, False, operation="publish", group=work.send,
         gate=work.gate,
     ))

@@ -13,7 +13,9 @@ stays fast and works without the ``spark`` extra (``pip install rxhubs[spark]``)
   ``spark.readStream.format("eventhubs")`` or ``format("rxhubs")``. Spark (>= 4.0) finds both names by
   itself once ``rxhubs[spark]`` is installed; :func:`register_source` registers them by hand where that
   discovery cannot work (an editable install). Importing them imports pyspark.
-- :func:`local_session`, :func:`get_or_create_session`: a local session that works out of the box, or yours.
+- :func:`local_session`, :func:`get_or_create_session`: a local session that works out of the box, or yours;
+  :func:`worker_python`: the Python to give a session you build yourself, so that a streaming query starts on
+  a loaded machine.
 
 Example:
     >>> import rxhubs.spark
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rxhubs.spark._arrow import to_arrow, to_dataframe
 from rxhubs.spark._schema import COLUMNS, SCHEMA, arrow_schema, property_to_str
-from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session
+from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session, worker_python
 from rxhubs.spark._sink import write
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ __all__ = [
     "register_source",
     "to_arrow",
     "to_dataframe",
+    "worker_python",
     "write",
 ]
 

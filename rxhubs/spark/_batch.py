@@ -7,7 +7,10 @@ The options are the streaming source's (connection, ``consumerGroup``, ``startin
   the first sequence number *not* read (or ``"latest"``); partitions it leaves out end at ``latest``.
 - Or the Scala connector's ``eventhubs.endingPosition`` (all partitions) / ``eventhubs.endingPositions``
   (per partition, ``{"ehName", "partitionId"}`` keys): its ``EventPosition`` JSON (``offset``, ``seqNo``,
-  ``enqueuedTime``, ``isInclusive``). The event at an inclusive position is read; at an exclusive one it is not.
+  ``enqueuedTime``, ``isInclusive``), read as the connector reads it: the end is where a read *starting* at that
+  position would begin, and the range is ``[start, end)``. ``{"seqNo": N}`` ends before N, whatever
+  ``isInclusive`` says (``EventHubsClient.translate`` takes ``position.seqNo`` as the ``until`` of the range), so
+  a backfill that starts where the last one ended reads no event twice.
 
 A batch read starts at ``earliest`` by default (the connector's default is the end of the stream, so a bare
 read there returns no rows). Each partition's start and end become sequence numbers once, in
@@ -39,7 +42,7 @@ def parse_ending(ending: Mapping[str, str], eventhub_name: str) -> tuple[Start, 
         >>> parse_ending({"endingposition": '{"0": 120}'}, "h")
         ('latest', {'0': 120})
         >>> parse_ending({"eventhubs.endingposition": '{"seqNo": 99, "isInclusive": true}'}, "h")
-        (100, {})
+        (99, {})
     """
     own = ending.get("endingposition")
     scala = {k: v for k, v in ending.items() if k != "endingposition"}
@@ -63,9 +66,8 @@ def parse_ending(ending: Mapping[str, str], eventhub_name: str) -> tuple[Start, 
 
 
 def _end_position(position: Any, name: str) -> Start:
-    # An end is the first event *not* read: the start-like value of the same position with isInclusive flipped.
-    if isinstance(position, dict):
-        position = {**position, "isInclusive": position.get("isInclusive", True) is False}
+    # The connector's rule (EventHubsClient.translate, EventHubsRelation): an ending position is translated exactly
+    # as a starting one, and that event is the range's exclusive `until`: the first event *not* read.
     return _event_position(position, name)
 
 

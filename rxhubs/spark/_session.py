@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOCAL_CONF", "get_or_create_session", "local_session"]
+__all__ = ["LOCAL_CONF", "get_or_create_session", "local_session", "worker_python"]
 
 #: Settings :func:`local_session` applies (``conf`` entries win).
 LOCAL_CONF: dict[str, str] = {
@@ -37,10 +37,24 @@ _WRAPPER = Path(__file__).with_name("_worker_python.sh")
 
 
 def worker_python() -> str:
-    """What ``PYSPARK_PYTHON`` should be: ``_worker_python.sh`` where a POSIX shell runs it, else this interpreter."""
+    """What ``PYSPARK_PYTHON`` should be: ``_worker_python.sh`` where a POSIX shell runs it, else this interpreter.
+
+    :func:`local_session` uses it. **Building your own session**, set ``PYSPARK_PYTHON`` (and
+    ``spark.pyspark.python``) to it before the session starts: Spark gives the process that runs a streaming
+    source's driver side a fixed 10 s to connect back to the JVM, and the wrapper connects before the slow
+    imports (docs/spark.md, "Your own SparkSession"). It also sets ``RXHUBS_SPARK_PYTHON`` (the interpreter the
+    wrapper runs: this one) unless it is set.
+
+    Example:
+        >>> import os, rxhubs.spark
+        >>> python = rxhubs.spark.worker_python()
+        >>> python.endswith("_worker_python.sh") or python == os.environ["RXHUBS_SPARK_PYTHON"]
+        True
+    """
+    os.environ.setdefault("RXHUBS_SPARK_PYTHON", sys.executable)
     if os.name == "posix" and os.access(_WRAPPER, os.X_OK):
         return str(_WRAPPER)
-    return os.environ.get("RXHUBS_SPARK_PYTHON", sys.executable)
+    return os.environ["RXHUBS_SPARK_PYTHON"]
 
 
 def _cores(master: str) -> int:

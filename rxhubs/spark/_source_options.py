@@ -258,7 +258,8 @@ def _event_position(position: Any, name: str) -> Start:
     """A Scala connector ``EventPosition`` (``offset``, ``seqNo``, ``enqueuedTime``, ``isInclusive``) as a start.
 
     The start of the stream (``offset`` ``"-1"``), its end (``"@latest"``) and a sequence number (``seqNo``,
-    one later when ``isInclusive`` is false) are used as they are. A numeric ``offset`` or an ``enqueuedTime``
+    whatever ``isInclusive`` says: the connector's ``EventHubsClient.translate`` takes ``position.seqNo`` as it
+    is) are used as they are. A numeric ``offset`` or an ``enqueuedTime``
     (``"2026-03-01T12:00:00.000Z"``; naive means UTC) becomes a :class:`~rxhubs.Position` that the driver
     translates into the sequence number of the first event there when the query starts, as the connector does.
     """
@@ -288,5 +289,5 @@ def _event_position(position: Any, name: str) -> Start:
             raise ConfigurationError(f'{name}: offset must be "-1", "@latest" or a number, got {offset!r}')
         return Position.from_offset(str(offset), inclusive=inclusive)
     if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
-        return seq if inclusive else seq + 1
+        return seq  # (isInclusive is ignored for seqNo, as the connector's translate ignores it)
     raise ConfigurationError(f"{name}: seqNo must be a sequence number >= 0, got {seq!r}")

@@ -1,24 +1,23 @@
-"""The Azure Blob Storage checkpoint store, in the exact layout of the official Event Hubs blob store."""
+"""The Azure Blob Storage checkpoint store, in the exact layout of the official Event Hubs blob store.
+
+This module builds the store (clients, credentials, the container); the contract's verbs over blobs are
+``_blob_contract``, the fencing verbs ``_blob_fence``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
-from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
     ResourceExistsError,
-    ResourceModifiedError,
     ResourceNotFoundError,
 )
 from azure.storage.blob import ContainerClient as SyncContainerClient
 from azure.storage.blob.aio import ContainerClient
 
-from rxhubs._models import Checkpoint, Ownership
-from rxhubs.errors import ConfigurationError, RxHubsError, StoreError
+from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.stores._blob_client import (
     _Blob,
     _check_container_name,
@@ -31,23 +30,16 @@ from rxhubs.stores._blob_client import (
     _ThreadedContainer,
     _url_secrets,
     _wants_environment_proxies,
-    recycling,
     storage_error,
 )
-from rxhubs.stores._blob_fence import _FencedBlobWrites, written_at
-from rxhubs.stores._blob_listing import Under, partitions_under
-from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number, redact
+from rxhubs.stores._blob_contract import _BlobContract, blob_prefix
+from rxhubs.stores._common import logger, redact
 from rxhubs.stores._contract import StatefulCheckpointStore
 
-__all__ = ["BlobCheckpointStore"]
+__all__ = ["BlobCheckpointStore", "blob_prefix"]
 
 
-def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, kind: str) -> str:
-    """``{namespace}/{hub}/{group}/{kind}/``, lower-cased, as the official store names its blobs."""
-    return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/{kind}/".lower()
-
-
-class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
+class BlobCheckpointStore(_BlobContract, StatefulCheckpointStore):
     """Ownership and checkpoints as empty blobs with metadata: the layout of ``azure-eventhub-checkpointstoreblob``.
 
     A consumer group moves between rxhubs and the official ``EventProcessor`` (Python, and the other SDKs that
@@ -277,153 +269,6 @@ class BlobCheckpointStore(_FencedBlobWrites, StatefulCheckpointStore):
                     raise
                 await self._ensure_container()
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _claim_one(self, claim: Ownership) -> Ownership | None:
-        name = blob_prefix(claim.fully_qualified_namespace, claim.eventhub_name, claim.consumer_group, "ownership")
-        blob = self._blob(name + claim.partition_id.lower())
-        metadata = self._ownership_metadata(claim)
-        etag = normalize_etag(claim.etag)
-        try:
-            if etag is None:
-                properties = await self._create_only(blob, metadata)
-            else:
-                properties = await blob.set_blob_metadata(
-                    metadata, etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified
-                )
-        except (ResourceModifiedError, ResourceNotFoundError):
-            properties = None  # changed since listed, or gone: the etag cannot match
-        except (AzureError, OSError) as exc:
-            raise self._error(exc, f"claim of partition {claim.partition_id!r}") from exc
-        if properties is None:
-            logger.debug(
-                "blob store %s: claim of partition %r by %r lost", self._url, claim.partition_id, claim.owner_id
-            )
-            return None
-        return replace(claim, etag=normalize_etag(properties["etag"]), last_modified_time=written_at(properties))
-
-    # -- the contract ----------------------------------------------------------------------------------
-
-    @recycling
-    async def list_ownership(
-        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
-    ) -> list[Ownership]:
-        """Every ownership blob of the consumer group (one listing request); malformed ones come back released."""
-        prefix = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "ownership")
-        result: list[Ownership] = []
-        for partition_id, metadata, etag, last_modified in await self._list(prefix, "list_ownership"):
-            owner_id = metadata.get("ownerid")
-            if owner_id is None:
-                logger.warning(
-                    "blob store %s: ownership blob %r has no 'ownerid' metadata; treating it as released",
-                    self._url,
-                    prefix + partition_id,
-                )
-                owner_id = ""
-            group = (fully_qualified_namespace, eventhub_name, consumer_group)
-            self._saw_ownership(prefix + partition_id, etag, metadata)  # a hand may carry its position
-            result.append(Ownership(*group, partition_id, owner_id, last_modified, etag))
-        return result
-
-    @recycling
-    async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:
-        """Compare-and-swap every record, all partitions concurrently; return those won.
-
-        Raises:
-            StoreError: Only when no claim was won and at least one failed for a reason other than losing
-                (the store is unreachable, say); failures next to wins are logged and left out.
-        """
-        claims = list(ownerships)
-        results = await asyncio.gather(*(self._claim_one(c) for c in claims), return_exceptions=True)
-        won: list[Ownership] = []
-        errors: list[BaseException] = []
-        for result in results:
-            if isinstance(result, Ownership):
-                won.append(result)
-            elif isinstance(result, BaseException):
-                if not isinstance(result, Exception):
-                    raise result  # cancellation and friends
-                errors.append(result)
-        if errors and not won:
-            raise errors[0]
-        for error in errors:
-            logger.warning("%s", error)
-        return won
-
-    @recycling
-    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Set the checkpoint blob's metadata, uploading the blob the first time."""
-        name = (
-            blob_prefix(
-                checkpoint.fully_qualified_namespace, checkpoint.eventhub_name, checkpoint.consumer_group, "checkpoint"
-            )
-            + checkpoint.partition_id.lower()
-        )
-        blob = self._blob(name)
-        metadata = {
-            "offset": "" if checkpoint.offset is None else str(checkpoint.offset),
-            "sequencenumber": str(int(checkpoint.sequence_number)),
-        }
-        try:
-            try:
-                await blob.set_blob_metadata(metadata)
-            except ResourceNotFoundError:
-                logger.info("blob store %s: uploading checkpoint blob %r (first checkpoint)", self._url, name)
-                try:
-                    await blob.upload_blob(b"", overwrite=True, metadata=metadata)
-                except ResourceNotFoundError as exc:
-                    if _code(exc) != ", ContainerNotFound":
-                        raise
-                    await self._ensure_container()
-                    await blob.upload_blob(b"", overwrite=True, metadata=metadata)
-        except RxHubsError:
-            raise
-        except (AzureError, OSError) as exc:
-            raise self._error(exc, f"checkpoint of partition {checkpoint.partition_id!r}") from exc
-
-    async def update_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
-        """Write several checkpoints concurrently (one request each); raises the first failure after all ran."""
-        results = await asyncio.gather(*(self.update_checkpoint(c) for c in checkpoints), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-
-    @recycling
-    async def list_checkpoints(
-        self, fully_qualified_namespace: str, eventhub_name: str, consumer_group: str
-    ) -> list[Checkpoint]:
-        """Every checkpoint blob of the consumer group (one listing request); malformed ones are skipped."""
-        prefix = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "checkpoint")
-        result: list[Checkpoint] = []
-        for partition_id, metadata, _etag, _last_modified in await self._list(prefix, "list_checkpoints"):
-            number = parse_sequence_number(metadata.get("sequencenumber"))
-            valid, offset = parse_offset(metadata.get("offset"))
-            if number is None or not valid:
-                logger.warning(
-                    "blob store %s: ignoring malformed checkpoint blob %r (offset %s, sequencenumber %s)",
-                    self._url,
-                    prefix + partition_id,
-                    describe(metadata.get("offset")),
-                    describe(metadata.get("sequencenumber")),
-                )
-                continue
-            result.append(
-                Checkpoint(fully_qualified_namespace, eventhub_name, consumer_group, partition_id, offset, number)
-            )
-        return result
-
-    async def _list(self, prefix: str, verb: str) -> list[Under]:
-        """``(partition id, lower-cased metadata, etag, last modified)`` of each blob right under ``prefix``."""
-        try:
-            found, foreign = await partitions_under(self._client, prefix)
-        except ResourceNotFoundError as exc:
-            if _code(exc) == ", ContainerNotFound":
-                return []
-            raise self._error(exc, verb) from exc
-        except (AzureError, OSError) as exc:
-            raise self._error(exc, verb) from exc
-        for name in foreign:
-            logger.warning("blob store %s: ignoring foreign blob %r under %r", self._url, name, prefix)
-        return found
 
     # -- life cycle ------------------------------------------------------------------------------------
 

@@ -71,11 +71,13 @@ from rxhubs._models import Checkpoint, Ownership
 __all__ = [
     "CheckpointStore",
     "FencedCheckpointStore",
+    "HandingCheckpointStore",
     "SdkStyleCheckpointStore",
     "StatefulCheckpointStore",
     "StoreLike",
     "is_fenced",
     "is_stateful",
+    "takes_hands",
 ]
 
 
@@ -238,6 +240,33 @@ def is_stateful(store: CheckpointStore) -> TypeGuard[StatefulCheckpointStore]:
         and callable(getattr(store, "fence_with_state", None))
         and callable(getattr(store, "commit_state", None))
     )
+
+
+class HandingCheckpointStore(CheckpointStore, Protocol):
+    """A :class:`CheckpointStore` that takes note of handovers, so that the recipient's fence needs no write.
+
+    The blob store is one (its hands: ``rxhubs/stores/_blob_hands.py``); the balancing loop calls
+    :meth:`note_handover` for each partition it hands to another consumer, in the release's claim
+    (:func:`takes_hands`).
+    """
+
+    def note_handover(self, period: Ownership, record: Ownership, final: Checkpoint | None = None) -> None:
+        """``period`` is over: its partition goes to the owner ``record`` names (``final``: a write in flight)."""
+        ...
+
+
+def takes_hands(store: CheckpointStore) -> TypeGuard[HandingCheckpointStore]:
+    """Whether ``store`` takes note of handovers (``note_handover``: a hand for the recipient).
+
+    A ``TypeGuard``: where it is true, type checkers know ``store`` is a :class:`HandingCheckpointStore`.
+
+    Example:
+        >>> from rxhubs.stores import BlobCheckpointStore, InMemoryCheckpointStore
+        >>> blob = BlobCheckpointStore.from_connection_string("UseDevelopmentStorage=true", "checkpoints")
+        >>> takes_hands(blob), takes_hands(InMemoryCheckpointStore())
+        (True, False)
+    """
+    return callable(getattr(store, "note_handover", None))
 
 
 class SdkStyleCheckpointStore(Protocol):

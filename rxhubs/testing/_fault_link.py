@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rxhubs.testing._fault_corrupt import FrameTracker
+
 UP, DOWN = "upstream", "downstream"
 DIRECTIONS = (UP, DOWN)
 CHUNK = 65536
@@ -29,6 +31,7 @@ class Faults:
     bandwidth: dict[str, int] = field(default_factory=dict)
     slices: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # direction -> (bytes, generation)
+    corrupt: dict[str, tuple[str, int]] = field(default_factory=dict)  # direction -> (kind, frames left)
     blackhole: set[str] = field(default_factory=set)
     silenced: set[str] = field(default_factory=set)  # for the mode only: open connections carry their own flags
     reset: bool = False
@@ -36,7 +39,7 @@ class Faults:
 
     def clear(self) -> None:
         """Back to no faults, in place (the open connections hold this very object)."""
-        self.latency, self.bandwidth, self.slices, self.cut = {}, {}, {}, {}
+        self.latency, self.bandwidth, self.slices, self.cut, self.corrupt = {}, {}, {}, {}, {}
         self.blackhole, self.silenced = set(), set()
         self.reset = self.refuse = False
 
@@ -49,6 +52,7 @@ class Counters:
     open: int = 0
     reset: int = 0
     cut: int = 0
+    corrupted: int = 0
     forwarded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
     writes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
@@ -80,6 +84,7 @@ class Link:
         self._link_free = dict.fromkeys(DIRECTIONS, 0.0)
         self._last_due = dict.fromkeys(DIRECTIONS, 0.0)
         self._pending = 4
+        self._frames = {direction: FrameTracker() for direction in DIRECTIONS}
         self.closed = False
         self._on_closed = on_closed
         self.tasks: list[asyncio.Task[None]] = []
@@ -132,7 +137,20 @@ class Link:
             if not data:
                 queue.put_nowait(_EOF if data == b"" else _RESET)
                 return self._done()
+            data = self._tracked(direction, data)
             queue.put_nowait((asyncio.get_running_loop().time(), data))
+
+    def _tracked(self, direction: str, data: bytes) -> bytes:
+        """``data`` through the direction's frame tracker: a transfer frame damaged while ``corrupt`` is armed."""
+        armed = self._faults.corrupt.get(direction)
+        data, damaged = self._frames[direction].feed(data, armed[0] if armed else None)
+        if damaged and armed:
+            self._counters.corrupted += 1
+            if armed[1] > 1:
+                self._faults.corrupt[direction] = (armed[0], armed[1] - 1)
+            else:
+                self._faults.corrupt.pop(direction, None)
+        return data
 
     async def _write(self, direction: str, queue: asyncio.Queue[object]) -> None:
         writer = self._ends[direction][1]

@@ -20,12 +20,13 @@ from rxhubs.testing._fault_args import (
     directions,
     latency_text,
     loopback,
-    non_negative,
     per_direction,
     positive_int,
     slice_text,
 )
+from rxhubs.testing._fault_corrupt import CorruptFaults
 from rxhubs.testing._fault_link import DOWN, UP, Counters, Faults, Link, nowhere_writer, rst
+from rxhubs.testing._fault_shaping import ShapingFaults
 
 log = logging.getLogger("rxhubs.testing.faults")
 
@@ -56,9 +57,10 @@ class ProxyStats:
     refused: bool = False
     writes_up: int = 0
     writes_down: int = 0
+    frames_corrupted: int = 0
 
 
-class FaultProxy:
+class FaultProxy(ShapingFaults, CorruptFaults):
     """A loopback TCP proxy in front of ``target_host:target_port`` whose network can be broken on demand.
 
     Every fault applies to the connections open now and to new ones until :meth:`heal`, except
@@ -143,6 +145,8 @@ class FaultProxy:
             parts.append(f"slice({per_direction({d: slice_text(*v) for d, v in faults.slices.items()})})")
         if faults.cut:
             parts.append(f"cut_after({per_direction({d: f'{v[0]}B' for d, v in faults.cut.items()})})")
+        if faults.corrupt:
+            parts.append(f"corrupt({per_direction({d: f'{v[0]} x{v[1]}' for d, v in faults.corrupt.items()})})")
         return "+".join(parts) or "pass"
 
     @property
@@ -153,7 +157,7 @@ class FaultProxy:
             connections_accepted=c.accepted, connections_open=c.open, connections_reset=c.reset,
             connections_cut=c.cut, bytes_forwarded_up=c.forwarded[UP], bytes_forwarded_down=c.forwarded[DOWN],
             bytes_dropped_up=c.dropped[UP], bytes_dropped_down=c.dropped[DOWN], refused=self._faults.refuse,
-            writes_up=c.writes[UP], writes_down=c.writes[DOWN])
+            writes_up=c.writes[UP], writes_down=c.writes[DOWN], frames_corrupted=c.corrupted)
 
     def __repr__(self) -> str:
         return (f"FaultProxy({self.address} -> {self.target_host}:{self.target_port}, mode={self.mode!r})")
@@ -298,73 +302,6 @@ class FaultProxy:
             for link in list(self._links):
                 self._counters.reset += 1
                 link.close(reset=True)
-        self._change(change)
-
-    def latency(self, seconds: float, jitter: float = 0.0, direction: str = "both") -> None:
-        """Delay each chunk by ``seconds`` ± a seeded uniform ``jitter``, order kept.
-
-        Args:
-            seconds: The delay, >= 0.
-            jitter: The spread, >= 0 (a delay never goes below 0 or overtakes the previous chunk's).
-            direction: ``"both"``, ``"upstream"`` or ``"downstream"``.
-
-        Example:
-            >>> FaultProxy("127.0.0.1", 5672).latency(0.2, jitter=0.05)
-        """
-        value = (non_negative("seconds", seconds), non_negative("jitter", jitter))
-        chosen = directions(direction)
-        self._change(lambda: setattr(self._faults, "latency", dict.fromkeys(chosen, value)))
-
-    def bandwidth(self, bytes_per_second: int, direction: str = "both") -> None:
-        """Throttle to ``bytes_per_second`` (a token bucket: N bytes take at least N / rate seconds).
-
-        Args:
-            bytes_per_second: The rate, an integer >= 1.
-            direction: ``"both"``, ``"upstream"`` or ``"downstream"``.
-
-        Example:
-            >>> FaultProxy("127.0.0.1", 5672).bandwidth(10_000, direction="downstream")
-        """
-        rate = positive_int("bytes_per_second", bytes_per_second)
-        chosen = directions(direction)
-        self._change(lambda: setattr(self._faults, "bandwidth", dict.fromkeys(chosen, rate)))
-
-    def slice(self, min_bytes: int = 1, max_bytes: int = 7, delay: float = 0.0, direction: str = "both") -> None:
-        """Forward in tiny writes of seeded sizes in ``[min_bytes, max_bytes]``, ``delay`` seconds apart.
-
-        Args:
-            min_bytes: The smallest write, >= 1.
-            max_bytes: The largest write, >= ``min_bytes``.
-            delay: Seconds between the writes of one chunk, >= 0.
-            direction: ``"both"``, ``"upstream"`` or ``"downstream"``.
-
-        Example:
-            >>> FaultProxy("127.0.0.1", 5672).slice(1, 3, delay=0.001)
-        """
-        low = positive_int("min_bytes", min_bytes)
-        high = positive_int("max_bytes", max_bytes, low)
-        value = (low, high, non_negative("delay", delay))
-        chosen = directions(direction)
-        self._change(lambda: setattr(self._faults, "slices", dict.fromkeys(chosen, value)))
-
-    def cut_after(self, n_bytes: int, direction: str = "both") -> None:
-        """After ``n_bytes`` more bytes in ``direction`` on a connection, RST both its sides (mid-frame).
-
-        Counted per connection from this call (open ones) or from their accept (new ones).
-
-        Args:
-            n_bytes: Bytes still forwarded, >= 0.
-            direction: ``"both"``, ``"upstream"`` or ``"downstream"`` (``"both"``: each direction counts its own).
-
-        Example:
-            >>> FaultProxy("127.0.0.1", 5672).cut_after(100, direction="downstream")
-        """
-        size = positive_int("n_bytes", n_bytes, 0)
-        chosen = directions(direction)
-
-        def change() -> None:
-            self._generation += 1
-            self._faults.cut = dict.fromkeys(chosen, (size, self._generation))
         self._change(change)
 
     def refuse(self) -> None:

@@ -6,14 +6,22 @@ import bisect
 import datetime as dt
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rxhubs._models import Event, LastEnqueuedEventProperties, Position
 
-if TYPE_CHECKING:
-    from rxhubs.testing._memory_receiver import InMemoryReceiver
+__all__ = ["PartitionLog", "Reader", "partition_for_key"]
 
-__all__ = ["PartitionLog", "partition_for_key"]
+
+class Reader(Protocol):
+    """A receiver attached to a partition, as the partition's readers list holds it (``InMemoryReceiver``)."""
+
+    @property
+    def owner_level(self) -> int | None:
+        """The receiver's owner level (None: none)."""
+        ...
+
+    def _steal(self, reason: str) -> None: ...
 
 
 def partition_for_key(partition_key: str, partition_count: int) -> int:
@@ -32,7 +40,7 @@ class PartitionLog:
         self.offsets: list[int] = []
         self.times: list[dt.datetime] = []
         self.next_offset = 0
-        self.readers: dict[str, list[InMemoryReceiver]] = {}
+        self.readers: dict[str, list[Reader]] = {}
         self.waiters: list[Callable[[], None]] = []
         self.faults: list[BaseException] = []
         self._last_enqueued: LastEnqueuedEventProperties | None = None

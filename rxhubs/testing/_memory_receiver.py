@@ -8,7 +8,9 @@ receivers without an owner level per partition and consumer group. It waits for 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import datetime as dt
+from collections.abc import Callable
+from typing import Protocol
 
 from rxhubs._models import Event, PartitionContext, PartitionProperties, Position
 from rxhubs._rx import Signal
@@ -16,12 +18,19 @@ from rxhubs.errors import OwnershipLostError, QuotaExceededError
 from rxhubs.testing._memory_partition import PartitionLog
 from rxhubs.transport._base import ReceiverBase
 
-if TYPE_CHECKING:
-    from rxhubs.testing._memory_hub import InMemoryEventHub
-
 __all__ = ["MAX_READERS", "InMemoryReceiver"]
 
 MAX_READERS = 5
+
+
+class MemoryHost(Protocol):
+    """What a receiver needs from the :class:`~rxhubs.testing.InMemoryEventHub` that made it."""
+
+    clock: Callable[[], dt.datetime]
+
+    def partition_properties(self, partition_id: str) -> PartitionProperties:
+        """One partition's properties, now."""
+        ...
 
 
 class InMemoryReceiver(ReceiverBase):
@@ -29,7 +38,7 @@ class InMemoryReceiver(ReceiverBase):
 
     def __init__(
         self,
-        hub: InMemoryEventHub,
+        hub: MemoryHost,
         partition: PartitionLog,
         context: PartitionContext,
         start: Position,

@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,8 +35,8 @@ if TYPE_CHECKING:
     from rxhubs._models import PartitionContext
 
 __all__ = [
-    "LinkWatch", "Liveness", "Watchdog", "already_warned", "bounded", "own_the_decision", "sdk_link", "stall_error",
-    "watched",
+    "LinkWatch", "Liveness", "Watchdog", "already_warned", "bounded", "own_the_decision", "sdk_link", "stall_counts",
+    "stall_error", "watched",
 ]
 
 _log = logging.getLogger("rxhubs.liveness")
@@ -225,6 +227,10 @@ def sdk_link(client: Any, consumer_group: str, partition_id: str, batch: int) ->
     return getattr(getattr(consumer, "_handler", None), "_connection", None), len(buffered) <= batch
 
 
+_stalls: Counter[tuple[str, str, str]] = Counter()  # (hub, group, partition) -> stalls noticed
+_stalls_lock = threading.Lock()
+
+
 def stall_error(context: PartitionContext, silent: float, idle_timeout: float) -> TransportError:
     """The retriable error of a dead path: logged once at WARNING, counted, and marked as already said."""
     c = context
@@ -235,8 +241,22 @@ def stall_error(context: PartitionContext, silent: float, idle_timeout: float) -
     _log.warning("partition %s of %s/%s: no frame from the service for %.1f s (idle timeout %g s); reconnecting",
                  c.partition_id, c.eventhub_name, c.consumer_group, silent, idle_timeout)
     setattr(error, _WARNED, True)
+    with _stalls_lock:
+        _stalls[(c.eventhub_name.lower(), c.consumer_group.lower(), c.partition_id)] += 1
     _telemetry.hooks.stalled(context, silent)
     return error
+
+
+def stall_counts(eventhub_name: str, consumer_group: str) -> dict[str, int]:
+    """Partition id -> dead paths noticed in this process for that hub and group (the lag endpoint's stall series).
+
+    Example:
+        >>> stall_counts("no-such-hub", "$Default")
+        {}
+    """
+    key = (eventhub_name.lower(), consumer_group.lower())
+    with _stalls_lock:
+        return {pid: n for (hub, group, pid), n in _stalls.items() if (hub, group) == key}
 
 
 def already_warned(error: BaseException) -> bool:

@@ -100,6 +100,8 @@ class NativeLink:
         self._connection, self._session, self._link, self._transport = connection, session, link, transport
         self._channel, self._handle = channel, handle
         self._ticked = time.monotonic()
+        most = getattr(connection, "_max_frame_size", None)  # what our Open allowed the peer to send
+        self._max_frame = most if isinstance(most, int) and most >= 512 else 0x7FFFFFFF
         self.messages = 0  # read natively (for tests and the bench)
         self.handed_back = 0  # frames handed to the SDK
         self.grants = 0  # credit granted back
@@ -123,13 +125,16 @@ class NativeLink:
                 data = transport._read_buffer.read()
                 messages, consumed, other, last, frames = self._parsed(data) if data else _NOTHING
                 if not messages and other is None:  # no whole frame (or delivery) held: read the socket
+                    at, need = _first_incomplete(data, consumed)
+                    self._check_size(data, at)
                     try:
                         async with asyncio.timeout(self._tick_every()):
-                            need = _short_of(data, consumed)  # a large frame: read it whole, in one await
-                            chunk = await (transport.reader.read(CHUNK) if need <= CHUNK
-                                           else transport.reader.readexactly(need))
+                            chunk = await (transport.reader.read(CHUNK) if need <= CHUNK  # a large frame:
+                                           else transport.reader.readexactly(need))  # read whole, in one await
                     except TimeoutError:
                         chunk = None
+                    except asyncio.IncompleteReadError as exc:  # the socket ended inside a large frame
+                        data, chunk = data + exc.partial, b""
                     except OSError:
                         chunk = b""
                     except BaseException:  # cancelled (a receiver closing): the SDK may still read what is held
@@ -164,6 +169,13 @@ class NativeLink:
             return _NOTHING
         out: tuple[list[Any], int, Any, Any, int] = self._parse(data, self._channel, self._handle)
         return out
+
+    def _check_size(self, data: bytes, at: int) -> None:
+        """An incomplete frame whose size is over the connection's maximum is garbage: never wait for it."""
+        if len(data) - at >= 4:
+            size = int.from_bytes(data[at:at + 4], "big")
+            if size > self._max_frame:  # (a reader that waited would hold up to 2 GB for nothing)
+                raise FrameError(f"a frame of {size} bytes, over the connection's maximum of {self._max_frame}")
 
     def _tick_every(self) -> float:
         remote = getattr(self._connection, "_remote_idle_timeout_send_frame", None)
@@ -214,12 +226,12 @@ class NativeLink:
 _NOTHING: tuple[list[Any], int, None, None, int] = ([], 0, None, None, 0)
 
 
-def _short_of(data: bytes, at: int) -> int:
-    """Bytes missing from the first incomplete frame of ``data[at:]`` (0 when there is none, or no header yet)."""
+def _first_incomplete(data: bytes, at: int) -> tuple[int, int]:
+    """Where the first incomplete frame of ``data[at:]`` starts, and the bytes it misses (0: none, or no header)."""
     n = len(data)
     while n - at >= 8:
         size = int.from_bytes(data[at:at + 4], "big")
         if size < 8 or n - at < size:
-            return max(0, size - (n - at))
+            return at, max(0, size - (n - at))
         at += size
-    return 0
+    return at, 0

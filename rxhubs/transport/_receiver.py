@@ -20,12 +20,13 @@ How it works (see ``docs/transport.md`` for the measurements behind it):
   sequence number it has buffered (the SDK's internal link retries may replay some).
 - ``close()`` stops the SDK task without waiting for the SDK's once-a-second poll of its stopped
   partitions, then closes the client, so the link is released when ``close()`` returns.
+
+What it needs from the SDK's terms and state (positions, the link's delivery-tag set) is in ``_receiver_sdk``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -42,6 +43,12 @@ from rxhubs.transport._convert_messages import last_enqueued_from_message, recei
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct, record_public
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
+from rxhubs.transport._receiver_sdk import (
+    forget_delivery_tags,
+    high_water_of,
+    sdk_delivery_tags,
+    sdk_position,
+)
 from rxhubs.transport._warm import WarmSessions
 
 if TYPE_CHECKING:
@@ -71,47 +78,6 @@ class ReceiverHost(Protocol):
     async def get_partition_properties(self, partition_id: str) -> PartitionProperties: ...
 
 
-def _sdk_position(start: Position) -> tuple[str | int | _dt.datetime, bool]:
-    """The SDK's ``starting_position`` and ``starting_position_inclusive`` for a :class:`Position`."""
-    if start.kind == "earliest":
-        return "-1", False
-    if start.kind == "latest":
-        return "@latest", False
-    assert isinstance(start.value, str | int | _dt.datetime)  # checked by Position
-    return start.value, start.inclusive
-
-
-def _high_water(start: Position) -> int:
-    """Events at or below this sequence number are never handed out (-1: none filtered)."""
-    if start.kind == "sequence_number":
-        assert isinstance(start.value, int)
-        return start.value - 1 if start.inclusive else start.value
-    return -1
-
-
-def sdk_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> set[Any] | None:
-    """The SDK receiver link's set of delivery tags awaiting a disposition, or None if it cannot be found.
-
-    A workaround's only way in: azure-eventhub 5.15's ``ReceiverLink`` adds every delivery's tag to this set
-    and removes it only when it sends a disposition, which an Event Hubs receiver never does, so the set
-    grows by about 60 bytes per event, forever (+97% RSS in a 10-minute soak, for the raw SDK too).
-    """
-    try:
-        processor = client._event_processors[(consumer_group, partition_id)]
-        link = processor._consumers[partition_id]._handler._link
-        tags = link._received_delivery_tags
-    except (AttributeError, KeyError, TypeError):
-        return None
-    return tags if isinstance(tags, set) else None
-
-
-def forget_delivery_tags(client: Any, consumer_group: str, partition_id: str) -> None:
-    """Empty the SDK's delivery-tag set (safe: no disposition is ever sent for these deliveries)."""
-    tags = sdk_delivery_tags(client, consumer_group, partition_id)
-    if tags:
-        tags.clear()
-
-
 class AzurePartitionReceiver(ReceiverBase):
     """A pull receiver of one partition over the SDK's ``receive_batch``; made by :meth:`EventHub.receiver`.
 
@@ -136,7 +102,7 @@ class AzurePartitionReceiver(ReceiverBase):
         self._hub = hub
         self._start = start
         self._prefetch = prefetch
-        self._high_water = _high_water(start)
+        self.high_water = high_water_of(start)
         self._chunks: deque[tuple[list[Event], LastEnqueuedEventProperties | None]] = deque()
         self._buffered = 0  # events in _chunks; the SDK callback waits while it is >= prefetch
         self._error: RxHubsError | None = None
@@ -224,7 +190,7 @@ class AzurePartitionReceiver(ReceiverBase):
                 raise
             self._start = Position.from_sequence_number(props.last_enqueued_sequence_number)
             self._position = self._start
-            self._high_water = _high_water(self._start)
+            self.high_water = high_water_of(self._start)
         c = self._context
         self._task = asyncio.create_task(self._run(), name=f"rxhubs-receive-{c.eventhub_name}-{c.partition_id}")
 
@@ -234,7 +200,7 @@ class AzurePartitionReceiver(ReceiverBase):
             # attaches. Both wake the waiting pull through _fail.
             await self._hub._check_partition(self._context.partition_id)
             client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
-            position, inclusive = _sdk_position(self._start)
+            position, inclusive = sdk_position(self._start)
             c, liveness = self._context, self._hub._liveness
             if direct_supported(client):
                 link = LinkWatch()
@@ -326,7 +292,7 @@ class AzurePartitionReceiver(ReceiverBase):
     def _buffer(self, events: list[Event], last_enqueued: LastEnqueuedEventProperties | None) -> None:
         if self._stopping or self._error is not None:
             return
-        high = self._high_water
+        high = self.high_water
         if events[0].sequence_number <= high:  # a replay (sequence numbers increase within a read)
             received = len(events)
             events = [event for event in events if event.sequence_number > high]
@@ -334,7 +300,7 @@ class AzurePartitionReceiver(ReceiverBase):
             _log.debug("%s: dropped %d replayed event(s)", self._what(), received - len(events))
             if not events:
                 return
-        self._high_water = events[-1].sequence_number
+        self.high_water = events[-1].sequence_number
         self._chunks.append((events, last_enqueued))
         self._buffered += len(events)
         self._data.set()

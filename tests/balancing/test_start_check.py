@@ -135,10 +135,15 @@ def test_seed_checkpoint_writes_one_at_claim_where_reading_starts() -> None:
     assert seen == [10]
 
 
-def test_seed_checkpoint_at_earliest_counts_the_whole_partition() -> None:
+def test_seed_checkpoint_at_earliest_counts_the_whole_partition(caplog: Any) -> None:
     hub, store = setup()
-    run(hub, store, 0.5, seed_checkpoint=True, checkpoint_out_of_range=None, max_batch_size=1, max_wait=100.0)
-    assert set(stored(hub, store).values()) <= {-1, 0}
+    with caplog.at_level(logging.INFO, logger="rxhubs.balancing"):
+        run(hub, store, 0.5, seed_checkpoint=True, checkpoint_out_of_range=None, max_batch_size=1, max_wait=100.0)
+    # each partition got its seed, just before its first event (KEDA counts all 10), before anything was read
+    seeds = sorted(r.getMessage() for r in caplog.records if "seed_checkpoint" in r.getMessage())
+    assert seeds == [f"partition {p}: no checkpoint; seeded one at sequence number -1 (seed_checkpoint)" for p in "01"]
+    written = stored(hub, store)  # (the pipeline's own checkpoint of event 0 may have followed it)
+    assert set(written) == {"0", "1"} and set(written.values()) <= {-1, 0}, written
 
 
 def test_bad_options_are_refused_at_call_time() -> None:

@@ -270,7 +270,7 @@ async def test_a_link_and_a_management_call_opened_through_one_second_latency_ea
             await hub.close()
 
 async def test_an_event_slower_than_the_idle_timeout_through_20_kb_per_second(
-    emulator_factory: Any, quiet_sdk: None
+    emulator_factory: Any, quiet_sdk: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     emulator = emulator_factory(hubs={"thin": 1})
     conn = emulator.connection_string("thin")
@@ -291,4 +291,8 @@ async def test_an_event_slower_than_the_idle_timeout_through_20_kb_per_second(
         finally:
             await hub.close()
         assert sizes == [5, 40_000, 5]
-        assert proxy.stats.connections_accepted <= 3  # one receiver connection, one management, no reconnection
+        # one receiver connection and one management call's (the partition check): no reconnection, no retry
+        assert proxy.stats.connections_accepted == 2, proxy.stats
+        stalls = [r.getMessage() for r in caplog.records
+                  if r.name == "rxhubs.liveness" and r.levelno >= logging.WARNING]
+        assert not stalls, stalls  # the slow frame was never taken for a dead path

@@ -25,6 +25,7 @@ import rxhubs
 from rxhubs import Checkpoint, Ownership
 from rxhubs.operate import LagServer
 from rxhubs.stores import SqliteCheckpointStore
+from rxhubs.transport._liveness import stall_error
 from tests.operate.readers import send
 
 HUB = "backlog"
@@ -177,3 +178,23 @@ def test_a_bad_lag_endpoint_is_one_line_and_exit_2(address: str, capsys: Any, mo
     assert out == "" and err.strip().splitlines() == [
         f"rxhubs consume: error: a lag endpoint is PORT or HOST:PORT (e.g. 127.0.0.1:9464), got {address!r}"
     ]
+
+
+def test_the_stall_series_counts_the_dead_paths_this_process_noticed(backlog: Any) -> None:
+    """A receiver's watchdog calls stall_error once per dead path (tests/faults/test_silent_path.py shows when)."""
+    hub = rxhubs.EventHub.from_connection_string(backlog.conn)
+    context = rxhubs.PartitionContext(hub.fully_qualified_namespace, hub.eventhub_name, "$Default", "1")
+    with server_for(backlog) as server:
+        before = json.loads(urllib.request.urlopen(server.url + "/lag", timeout=30).read())
+        for _ in range(2):
+            stall_error(context, 3.0, 1.0)
+        stall_error(rxhubs.PartitionContext(context.fully_qualified_namespace, "other-hub", "$Default", "1"), 3.0, 1.0)
+        body = json.loads(urllib.request.urlopen(server.url + "/lag", timeout=30).read())
+        text = urllib.request.urlopen(server.url + "/metrics", timeout=30).read().decode()
+    assert before["partitions"]["1"]["stalls"] == 0
+    assert body["partitions"]["1"]["stalls"] - before["partitions"]["1"]["stalls"] == 2  # this hub's only
+    assert body["partitions"]["0"]["stalls"] == before["partitions"]["0"]["stalls"]
+    assert body["stalls"] == sum(p["stalls"] for p in body["partitions"].values())
+    families = text_string_to_metric_families(text)
+    samples = {(s.name, s.labels["partition"]): s.value for f in families for s in f.samples}
+    assert samples["rxhubs_receive_stalls_total", "1"] == body["partitions"]["1"]["stalls"]

@@ -10,6 +10,7 @@ import asyncio
 import datetime as dt
 import json
 import pickle
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -56,15 +57,16 @@ def test_ending_positions_mean_the_first_event_not_read() -> None:
     assert parse_ending({}, "h") == ("latest", {})
     assert parse_ending({"endingposition": "earliest"}, "h") == ("earliest", {})
     assert parse_ending({"endingposition": '{"0": 7, "1": "latest"}'}, "h") == ("latest", {"0": 7, "1": "latest"})
-    # the connector's: the event at an inclusive position is read, at an exclusive one it is not
-    assert parse_ending({"eventhubs.endingposition": position(seq=9)}, "h") == (10, {})
+    # the connector's: a seqNo is the range's exclusive end whatever isInclusive says (EventHubsClient.translate)
+    assert parse_ending({"eventhubs.endingposition": position(seq=9)}, "h") == (9, {})
     assert parse_ending({"eventhubs.endingposition": position(seq=9, inclusive=False)}, "h") == (9, {})
     assert parse_ending({"eventhubs.endingposition": position(offset="@latest")}, "h") == ("latest", {})
     per = parse_ending({"eventhubs.endingpositions": json.dumps({json.dumps({"ehName": "h", "partitionId": 1}):
                                                                  json.loads(position(seq=4))})}, "h")
-    assert per == ("latest", {"1": 5})
+    assert per == ("latest", {"1": 4})
     timed = parse_ending({"eventhubs.endingposition": position(time="2026-03-01T12:00:00Z")}, "h")[0]
-    assert isinstance(timed, rxhubs.Position) and timed.inclusive is False  # flipped: first event after it
+    # translated as a start would be: the first event at that time is the first one not read
+    assert isinstance(timed, rxhubs.Position) and timed.inclusive is True
 
 
 @pytest.mark.parametrize(
@@ -98,17 +100,40 @@ def test_the_end_is_fixed_when_planned_and_positions_translate(emulator: Backgro
     assert ranges(conn_str, minPartitions="4") == [("0", 0, 7), ("0", 7, 15), ("1", 0, 7), ("1", 7, 15)]
     # the connector's names and JSON: sequence numbers, offsets and enqueued times
     assert ranges(conn_str, **{"eventhubs.startingPosition": position(seq=2),
-                               "eventhubs.endingPosition": position(seq=4)}) == [("0", 2, 5), ("1", 2, 5)]
+                               "eventhubs.endingPosition": position(seq=4)}) == [("0", 2, 4), ("1", 2, 4)]
     offsets = {r["sequenceNumber"]: r["offset"] for r in rows if r["partition"] == "0"}
-    before_6 = json.dumps({"0": json.loads(position(offset=offsets[6], inclusive=False))})
-    assert ranges(conn_str, **{"eventhubs.endingPositions": before_6})[0] == ("0", 0, 6)
+    at_6 = json.dumps({"0": json.loads(position(offset=offsets[6]))})  # a read starting there begins at 6
+    assert ranges(conn_str, **{"eventhubs.endingPositions": at_6})[0] == ("0", 0, 6)
+    after_6 = json.dumps({"0": json.loads(position(offset=offsets[6], inclusive=False))})  # ... at 7
+    assert ranges(conn_str, **{"eventhubs.endingPositions": after_6})[0] == ("0", 0, 7)
     times = {r["sequenceNumber"]: r["enqueuedTime"] for r in rows if r["partition"] == "1"}
     after = (times[9] + dt.timedelta(milliseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert ranges(conn_str, **{"eventhubs.startingPositions": json.dumps({"1": json.loads(position(time=after))}),
                                "eventhubs.startingPosition": position(offset="@latest")}) == [("1", 10, 15)]
-    with pytest.raises(ConfigurationError, match=r"partition '0' of 'hub': the ending position \(sequence number 2\) "
+    with pytest.raises(ConfigurationError, match=r"partition '0' of 'hub': the ending position \(sequence number 1\) "
                                                  r"is before the starting position \(5\)"):
         ranges(conn_str, startingPosition='{"0": 5}', **{"eventhubs.endingPosition": position(seq=1)})
+
+
+def read_all(conn_str: str, **options: str) -> list[tuple[str, int]]:
+    reader = EventHubsDataSource({"connectionString": conn_str, **options}).reader(None)
+    planned = reader.partitions()
+    return [(r["partition"], r["sequenceNumber"]) for part in planned for b in reader.read(part) for r in b.to_pylist()]
+
+
+def test_consecutive_backfills_in_the_connectors_json_read_each_event_once(emulator: BackgroundEmulator) -> None:
+    """A migration from the Scala connector: each backfill starts at the seqNo where the one before ended."""
+    conn_str = emulator.connection_string(HUB)
+    send(conn_str, 12, "a")
+    bounds = [0, 4, 8, 12]
+    read: list[tuple[str, int]] = []
+    for start, end in pairwise(bounds):
+        got = read_all(conn_str, **{"eventhubs.startingPosition": position(seq=start),
+                                    "eventhubs.endingPosition": position(seq=end)})
+        # [start, end), as the connector reads it: the event at the ending seqNo is the next backfill's first
+        assert sorted(got) == [(p, i) for p in "01" for i in range(start, end)], (start, end, sorted(got))
+        read += got
+    assert sorted(read) == [(p, i) for p in "01" for i in range(12)]  # every event once, no boundary event twice
 
 
 def test_an_empty_plan_reads_nothing() -> None:

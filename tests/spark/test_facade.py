@@ -22,6 +22,7 @@ def test_the_public_names_are_pinned() -> None:
         "register_source",
         "to_arrow",
         "to_dataframe",
+        "worker_python",
         "write",
     ]
     for name in rxhubs.spark.__all__:

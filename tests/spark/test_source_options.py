@@ -68,10 +68,12 @@ def test_starting_positions_in_the_connectors_json() -> None:
     per_partition = {
         key(0): json.loads(position(offset="@latest")),
         key(2): json.loads(position(seq=100)),
-        "1": json.loads(position(seq=7, inclusive=False)),  # a plain partition id works too
+        # a plain partition id works too; a seqNo is taken as it is, whatever isInclusive says (the connector's
+        # EventHubsClient.translate: `if (position.seqNo >= 0L) result.put(id, position.seqNo)`)
+        "1": json.loads(position(seq=7, inclusive=False)),
     }
     assert starts({"connectionString": FAKE, "eventhubs.startingPositions": json.dumps(per_partition)}) == {
-        "0": "latest", "1": 8, "2": 100,
+        "0": "latest", "1": 7, "2": 100,
     }
     # per-partition entries win; the others take eventhubs.startingPosition (else the end of the stream)
     assert starts({

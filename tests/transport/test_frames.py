@@ -47,7 +47,11 @@ def _typed(kind: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[
 
 _text = st.text(max_size=40)
 _small_bytes = st.binary(max_size=40)
+# over 255 bytes: the str32 and sym32 encodings (0xb1, 0xb3), which short values never reach
+_long_text = st.text(st.characters(codec="utf-8"), min_size=256, max_size=400)
+_long_symbol = st.binary(min_size=256, max_size=400)
 _leaves = st.one_of(
+    _long_text,
     st.none(), st.booleans(), st.integers(-(2**31), 2**31 - 1), _text, _small_bytes, st.uuids(),
     st.floats(allow_nan=False),
     _typed(AMQPTypes.long, st.integers(-(2**63), 2**63 - 1)),
@@ -59,6 +63,7 @@ _leaves = st.one_of(
     _typed(AMQPTypes.short, st.integers(-(2**15), 2**15 - 1)),
     _typed(AMQPTypes.timestamp, st.integers(-(2**63), 2**63 - 1)),
     _typed(AMQPTypes.symbol, _small_bytes),
+    _typed(AMQPTypes.symbol, _long_symbol),
     _typed(AMQPTypes.float, st.floats(width=32, allow_nan=False)),
 )
 _array = st.one_of(
@@ -124,7 +129,7 @@ def messages(draw: st.DrawFn) -> Message:
         delivery_annotations=draw(_maps),
         message_annotations=draw(_maps),
         properties=draw(_properties),
-        application_properties=draw(st.none() | st.dictionaries(_text, _leaves, max_size=5)),
+        application_properties=draw(st.none() | st.dictionaries(_text | _long_text, _leaves, max_size=5)),
         data=draw(_bodies) if body_kind == "data" else None,
         value=draw(_values.filter(_a_value_body)) if body_kind == "value" else None,
         sequence=draw(st.lists(st.lists(_values, max_size=3), min_size=1, max_size=2))
@@ -275,16 +280,35 @@ def test_truncated_inside_a_frame_raises_frame_error(reader: ModuleType) -> None
 
 
 @settings(max_examples=300, deadline=None)
-@given(garbage=st.binary(min_size=8, max_size=200), message=messages())
+@given(
+    garbage=st.binary(min_size=8, max_size=200), message=messages(), flip=st.integers(0, 2**16),
+    bits=st.integers(1, 255),
+)
 def test_arbitrary_bytes_never_raise_anything_but_frame_error(
-    reader: ModuleType, garbage: bytes, message: Message
+    reader: ModuleType, garbage: bytes, message: Message, flip: int, bits: int
 ) -> None:
+    """Garbage inside well-formed framing (each size field rewritten to the garbage's length), so that it reaches
+    the performative and payload decoders: a whole frame is always decoded, handed back or refused, never waited on.
+    """
     good = transfer(message, 1)
-    for buf in (garbage, good[:8] + garbage, good[:30] + garbage[: max(0, len(good) - 30)]):
+    payload_at = len(good) - len(encode_payload(bytearray(), message))
+    mutated = bytearray(good)
+    mutated[8 + flip % (len(good) - 8)] ^= bits  # one byte of a real transfer changed, framing kept
+    frames = [(8 + len(garbage)).to_bytes(4, "big") + good[4:8] + garbage, bytes(mutated)]
+    for keep in (11, payload_at, payload_at + 3):  # a real performative (or part), then garbage
+        body = good[8:keep] + garbage
+        frames.append((8 + len(body)).to_bytes(4, "big") + good[4:8] + body)
+    for buf in frames:
         try:
-            reader.parse(buf, CHANNEL, HANDLE)
+            messages, consumed, other, _ = reader.parse(buf, CHANNEL, HANDLE)
         except FrameError:
-            pass
+            continue
+        assert consumed == len(buf) and (len(messages) == 1 or other == (CHANNEL, buf)), (buf, consumed)
+    # and the same bytes in a truncated frame: refused or waited on, never anything else
+    try:
+        reader.parse(good[:30] + garbage[: max(0, len(good) - 30)], CHANNEL, HANDLE)
+    except FrameError:
+        pass
 
 
 def test_deep_nesting_is_handed_back_not_a_crash(reader: ModuleType) -> None:
@@ -310,7 +334,7 @@ def test_uuid_and_compiled_build_agree(reader: ModuleType) -> None:
 )
 def test_frames_as_the_emulator_sends_them(reader: ModuleType, size: int, properties: int, metrics: bool) -> None:
     """The emulator's own framing of events the SDK's producer encoded (what a receive connection carries)."""
-    from rxhubs.bench._decode import emulator_frames
+    from rxhubs.testing._emulator_frames import emulator_frames
 
     stream = emulator_frames(size, properties, metrics, count=5)
     got = read_in_chunks(reader, stream, [len(stream) // 3, len(stream) // 2 + 1])

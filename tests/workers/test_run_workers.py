@@ -100,6 +100,28 @@ def _state(store_path: Path, connection_string: str) -> tuple[dict[str, int], di
     return asyncio.run(read())
 
 
+def _renewals(store_path: Path, connection_string: str) -> dict[str, set[float]]:
+    """Partition -> the renewal times of its ownership record seen so far (one now)."""
+    namespace = rxhubs.EventHub.from_connection_string(connection_string).fully_qualified_namespace
+
+    async def read() -> dict[str, set[float]]:
+        store = SqliteCheckpointStore(store_path)
+        try:
+            owners = await store.list_ownership(namespace, "workers", "$Default")
+        finally:
+            await store.close()
+        return {o.partition_id: {o.last_modified_time or 0.0} for o in owners}
+
+    return asyncio.run(read())
+
+
+def _renewed_twice(seen: dict[str, set[float]], store_path: Path, connection_string: str) -> bool:
+    """Note each record's renewal time now; True once every partition's record has two renewals after the first."""
+    for pid, times in _renewals(store_path, connection_string).items():
+        seen.setdefault(pid, set()).update(times)
+    return len(seen) == PARTITIONS and all(len(times) >= 3 for times in seen.values())
+
+
 @pytest.mark.slow
 def test_workers_started_together_split_a_backlog_from_their_first_round(tmp_path: Path, emulator_factory: Any) -> None:
     """Every partition holds events before the workers start. Without the start gate the first worker's first round
@@ -114,7 +136,10 @@ def test_workers_started_together_split_a_backlog_from_their_first_round(tmp_pat
         try:
             readers = lambda: {pid: {o for p, _, o in _rows(out) if p == pid} for pid in map(str, range(PARTITIONS))}  # noqa: E731
             _wait(lambda: all(readers().values()), 60, "every partition to be read")
-            time.sleep(2 * pipelines.INTERVAL)  # two more rounds: a handover of the first round would show now
+            # two more balancing rounds (each record renewed twice more, as the store shows): a handover of the
+            # first round would show by now. (Not a wall-clock wait: on a busy machine rounds come late.)
+            seen = _renewals(tmp_path / "cp.sqlite", connection_string)
+            _wait(lambda: _renewed_twice(seen, tmp_path / "cp.sqlite", connection_string), 60, "two more rounds")
             _finish(proc, tmp_path)
         finally:
             if proc.poll() is None:
