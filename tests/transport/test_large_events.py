@@ -1,7 +1,8 @@
 """Large events end to end: the unmodified azure-eventhub producer sends them, rxhubs' native reader reads them.
 
-An event of 1 MB (Standard's limit) and one of 20 MB (Dedicated's; the emulator configured for it with
-``max_message_size``) go over the wire as deliveries of many transfer frames. Each must come back byte for byte,
+An event of 1 MB (as large as Standard's 1 MiB limit takes) and one of 20 MB (Dedicated's; the emulator
+configured for it with ``max_message_size``) go over the wire as deliveries of several transfer frames (the
+service's annotations take the first past the 1 MiB frame). Each must come back byte for byte,
 between small events, in order, read natively: the compiled reader joined its frames (no frame handed to the SDK).
 """
 
@@ -36,7 +37,7 @@ async def _send_with_the_sdk(conn: str, bodies: list[bytes]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("size", "limit"), [(MB, 1024 * 1024), (20 * MB, 21 * 1024 * 1024)],
+@pytest.mark.parametrize(("size", "limit"), [(1024 * 1024 - 100, 1024 * 1024), (20 * MB, 21 * 1024 * 1024)],
                          ids=["1MB-standard", "20MB-dedicated"])
 async def test_a_large_event_is_read_on_the_native_path(
     emulator_factory: EmulatorFactory, size: int, limit: int,  # noqa: F811
