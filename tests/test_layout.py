@@ -114,6 +114,47 @@ def test_only_the_bench_tests_import_the_bench() -> None:
     assert not found, f"tests importing rxhubs.bench (move the helper to rxhubs.testing or tests/): {found}"
 
 
+def test_architecture_md_draws_every_unit_on_its_floor() -> None:
+    """docs/architecture.md's diagram: one band per floor, top floor first, every unit in the band of its floor."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page.split("## The layers", 1)[1].split("```", 2)[1]
+    bands = [band for band in diagram.split("───") if band.strip("─ \n")]
+    drawn: dict[str, int] = {}
+    floors = []
+    for index, band in enumerate(bands):
+        # units are drawn in the left column (`name/`, `name.py`); from column 38 on, prose about them
+        names = {
+            word.removesuffix("/").removesuffix(".py")
+            for line in band.splitlines()
+            for word in line[:38].split()
+            if word.endswith(("/", ".py"))
+        }
+        for name in names:
+            assert name in FLOORS, f"docs/architecture.md draws {name!r}, which tests/test_layout.py does not place"
+            drawn[name] = index
+        floors.append({FLOORS[n] for n in names})
+    assert set(drawn) == set(FLOORS) - {"__init__"}, f"units not drawn: {set(FLOORS) - {'__init__'} - set(drawn)}"
+    assert all(len(f) == 1 for f in floors), f"a band holds units of several floors: {floors}"
+    levels = [next(iter(f)) for f in floors]
+    assert levels == sorted(levels, reverse=True) and len(set(levels)) == len(levels), levels
+
+
+def test_stores_are_typed_where_they_are_probed() -> None:
+    """No ``store: object``: a capability probe takes a CheckpointStore and narrows it with a TypeGuard.
+
+    (``is_fenced``, ``is_stateful``, ``takes_hands`` in rxhubs/stores/_contract.py.)
+    """
+    untyped = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {arg.arg}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        if "store" in arg.arg and arg.annotation is not None and ast.unparse(arg.annotation) == "object"
+    ]
+    assert not untyped, f"type these with rxhubs.stores' protocols: {untyped}"
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The import reader itself: an import of a higher floor is found, a TYPE_CHECKING one is not."""
     module = tmp_path / "m.py"

@@ -94,7 +94,8 @@ def test_positions() -> None:
         lambda: Position.from_sequence_number(-2),
         lambda: Position.from_sequence_number("5"),  # type: ignore[arg-type]
         lambda: Position.from_sequence_number(True),
-        lambda: Position.from_offset("abc"),
+        lambda: Position.from_offset("a b"),
+        lambda: Position.from_offset(""),
         lambda: Position.from_offset(1.5),  # type: ignore[arg-type]
         lambda: Position.from_enqueued_time("yesterday"),  # type: ignore[arg-type]
         lambda: Position("somewhere"),  # type: ignore[arg-type]

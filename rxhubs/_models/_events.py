@@ -214,6 +214,20 @@ class EventHubProperties:
 PositionKind = Literal["earliest", "latest", "offset", "sequence_number", "enqueued_time"]
 
 
+def is_offset(value: object) -> bool:
+    """Whether ``value`` can be an event's offset: a non-empty string of visible characters, no quote.
+
+    Offsets are opaque strings: numbers on a Standard namespace (``"4096"``), the service's geo-replicated form
+    on a namespace with geo-replication, which changes at a promotion (docs/operations.md, "Geo-replication").
+    Only what cannot be one (empty, spaces, a quote, which would break the receiver's filter) is refused.
+
+    Example:
+        >>> is_offset("4096"), is_offset("1:0:4096"), is_offset(""), is_offset("a b"), is_offset(4096)
+        (True, True, False, False, False)
+    """
+    return isinstance(value, str) and value.isprintable() and bool(value) and " " not in value and "'" not in value
+
+
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a receiver starts in a partition.
@@ -240,8 +254,9 @@ class Position:
             if isinstance(value, bool) or not isinstance(value, int) or value < -1:
                 raise ConfigurationError(f"sequence number must be an int >= -1, got {value!r}")
         elif kind == "offset":
-            if not isinstance(value, str) or not value.lstrip("-").isdigit():
-                raise ConfigurationError(f"offset must be a string of digits, got {value!r}")
+            if not is_offset(value):
+                raise ConfigurationError(f"offset must be a non-empty string without spaces or quotes (digits, or a"
+                                         f" geo-replicated namespace's offset), got {value!r}")
         elif kind == "enqueued_time":
             if not isinstance(value, _dt.datetime):
                 raise ConfigurationError(f"enqueued time must be a datetime, got {value!r}")
@@ -283,8 +298,8 @@ class Position:
         """Accept a Position, or the forms azure-eventhub's ``starting_position`` takes.
 
         ``"-1"`` is the earliest event, ``"@latest"`` the end of the partition, an int a sequence number, a
-        datetime an enqueued time, any other string of digits an offset; ``inclusive`` is the SDK's
-        ``starting_position_inclusive`` (for the last three).
+        datetime an enqueued time, any other string with a digit an offset (digits, or a geo-replicated
+        namespace's opaque form); ``inclusive`` is the SDK's ``starting_position_inclusive`` (for the last three).
 
         Raises:
             ConfigurationError: For anything else.
@@ -294,6 +309,8 @@ class Position:
             Position(kind='sequence_number', value=41, inclusive=True)
             >>> Position.coerce("@latest").kind, Position.coerce("-1").kind, Position.coerce("8192").kind
             ('latest', 'earliest', 'offset')
+            >>> Position.coerce("1:0:8192")
+            Position(kind='offset', value='1:0:8192', inclusive=False)
         """
         if isinstance(value, Position):
             return value
@@ -305,8 +322,8 @@ class Position:
             return cls.from_sequence_number(value, inclusive=inclusive)
         if isinstance(value, _dt.datetime):
             return cls.from_enqueued_time(value, inclusive=inclusive)
-        if isinstance(value, str) and value.isdigit():
-            return cls.from_offset(value, inclusive=inclusive)
+        if isinstance(value, str) and is_offset(value) and any(c.isdigit() for c in value):
+            return cls.from_offset(value, inclusive=inclusive)  # digits, or a geo-replicated offset (has digits)
         raise ConfigurationError(f"not a position: {value!r} (use rxhubs.Position.earliest(), ...)")
 
 

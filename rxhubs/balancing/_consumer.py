@@ -29,6 +29,7 @@ from rxhubs._batch import EventBatch
 from rxhubs._models import Checkpoint, CloseReason, ErrorContext, PartitionContext, Position
 from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
+from rxhubs.balancing._geo_offsets import GeoOffsets
 from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
 from rxhubs.balancing._session import PartitionSession
@@ -81,6 +82,7 @@ class Consumer:
         self.completed = False
         self.unwatch: abc.DisposableBase | None = None
         self.untrack: Callable[[], None] | None = None
+        self.geo_offsets = GeoOffsets(hub, store, scheduler)
         self.loop = BalancingLoop(
             store,
             namespace=hub.fully_qualified_namespace,
@@ -154,6 +156,7 @@ class Consumer:
         pid = session.partition_id
         context = session.context
         start = self._start_for(pid, checkpoint)
+        self.geo_offsets.claimed(session, checkpoint)  # a checkpoint a geo promotion made stale is rewritten
         reading = self.settings.reading
         session.bind(self._session_report, self._session_fail, self._session_lost)
 
@@ -173,7 +176,7 @@ class Consumer:
                 track_last_enqueued_event_properties=reading.track_last_enqueued_event_properties,
                 scheduler=self.scheduler,
                 on_retry=lambda error: self.report(context, "receive", error),
-            )
+            ).pipe(ops.do_action(self.geo_offsets.seen))
 
         settings, store, check = self.settings, self.loop.store, None
         batches = read_from(start)
@@ -182,7 +185,7 @@ class Consumer:
         elif (checkpoint is not None and start == checkpoint.position() and settings.checkpoint_out_of_range
               and not session.handed):  # a handed partition's checkpoint is where its former owner stopped reading
             check = watch_range(self.hub, store, session, checkpoint, settings.checkpoint_out_of_range,
-                                self._session_fail)
+                                self._session_fail, self.geo_offsets.observed)
         initialized: AsyncSubject[None] = AsyncSubject()
         source: Observable[EventBatch] = batches
         if self.hooks.on_partition_initialize is not None:  # read once the hook returned

@@ -135,15 +135,19 @@ def watch_range(
     checkpoint: Checkpoint,
     policy: OutOfRangePolicy,
     fail: Callable[[PartitionSession, str, Exception], None],
+    observed: Callable[[PartitionSession, PartitionProperties], None] | None = None,
 ) -> Observable[None]:
     """Read the partition's properties and apply ``policy`` if ``checkpoint`` is out of range (see the module).
 
-    ``fail(session, "start", error)`` stops the partition (it is released, avoided for a backoff, claimed again).
+    ``fail(session, "start", error)`` stops the partition (it is released, avoided for a backoff, claimed again);
+    ``observed(session, props)`` sees the properties read (``_geo_offsets``: a promotion's stale offsets).
     """
     context = session.context
 
     async def check() -> None:
         props = await hub.get_partition_properties(context.partition_id)
+        if observed is not None:
+            observed(session, props)
         where = out_of_range(checkpoint.sequence_number, props)
         if where is None or not session.owned:
             return

@@ -159,6 +159,10 @@ async def _steal(rig: Rig, fault: Fault) -> Any:
     return await _maybe(rig.emulator.faults.steal(rig.hub, str(fault.params.get("partition", "0"))))
 
 
+async def _promote(rig: Rig, fault: Fault) -> Any:
+    return await _maybe(rig.emulator.faults.promote())
+
+
 async def _grow(rig: Rig, fault: Fault) -> Any:
     count = int(fault.params.get("count", 6))
     result = await _maybe(rig.emulator.faults.add_partitions(rig.hub, count))
@@ -203,7 +207,8 @@ ACTIONS: dict[str, tuple[Action, Action]] = {
     "hub_latency": (_latency, _heal), "hub_bandwidth": (_bandwidth, _heal), "hub_slice": (_slice, _heal),
     "hub_cut": (_cut, _heal), "store_silent": (_silence, _heal), "store_blackhole": (_blackhole, _heal),
     "server_busy": (_busy, _nothing), "force_close": (_force_close, _nothing), "steal": (_steal, _nothing),
-    "partitions": (_grow, _nothing), "kill": (_kill, _restart), "zombie": (_pause, _resume),
+    "partitions": (_grow, _nothing), "promote": (_promote, _nothing), "kill": (_kill, _restart),
+    "zombie": (_pause, _resume),
     "skew": (_skew, _unskew),
 }
 

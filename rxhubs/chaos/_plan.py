@@ -65,6 +65,8 @@ FAULT_TYPES: dict[str, FaultType] = {f.name: f for f in (
               "a partition's receiver detached with amqp:link:stolen (its owner avoids it until its record expires)"),
     FaultType("partitions", "emulator", (0.0, 0.0), "start", 3 * INTERVAL + 5.0,
               "the hub grows from 4 to 6 partitions (once)"),
+    FaultType("promote", "emulator", (0.0, 0.0), "start", 20.0,
+              "a geo-replication promotion: a new replication segment, string offsets, every connection closed"),
     FaultType("kill", "process", (3.0, 8.0), "end", TAKEOVER, "a consumer killed (-9), restarted after 3-8 s"),
     FaultType("zombie", "process", (EXPIRY + 3.0, EXPIRY + 8.0), "end", TAKEOVER,
               "a consumer paused (SIGSTOP) past its ownership expiry, then resumed"),

@@ -32,8 +32,8 @@ from rxhubs.chaos._report import figures, report_dir
 
 HUB = "chaos"
 RATE = 120  # events/s
-#: ``--smoke``'s seed (with its 60 s): a forced close, a hub path cut mid-frame and a stolen link.
-SMOKE_SEED = 32
+#: ``--smoke``'s seed (with its 60 s): a geo-replication promotion, a hub path cut mid-frame and a forced close.
+SMOKE_SEED = 6
 DRAIN_TIMEOUT = 120.0
 READY_TIMEOUT = 120.0  # how long the consumers may take to start reading before the schedule starts
 

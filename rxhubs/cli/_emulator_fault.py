@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   rxhubs emulator fault close --control 127.0.0.1:8474               # every connection: amqp:connection:forced
   rxhubs emulator fault steal --hub telemetry --partition 1 --control 127.0.0.1:8474
   rxhubs emulator fault partitions --hub telemetry --count 6 --control 127.0.0.1:8474
+  rxhubs emulator fault promote --control 127.0.0.1:8474             # geo-replication: new segment, string offsets
   rxhubs emulator fault clear --control 127.0.0.1:8474               # end server-busy windows now
   export RXHUBS_EMULATOR_CONTROL=127.0.0.1:8474; rxhubs emulator fault status
 
@@ -32,7 +33,7 @@ What the real service does in each case: docs/emulator.md, "Fault control".
 
 
 def add_fault_parser(emulator_parser: argparse.ArgumentParser) -> None:
-    """Register ``rxhubs emulator fault {busy,close,steal,partitions,clear,status}``."""
+    """Register ``rxhubs emulator fault {busy,close,steal,partitions,promote,clear,status}``."""
     commands = emulator_parser.add_subparsers(dest="emulator_command", metavar="fault",
                                               parser_class=type(emulator_parser))
     fault = commands.add_parser("fault", help="inject a fault into a running emulator (see --control-port)",
@@ -62,6 +63,7 @@ def add_fault_parser(emulator_parser: argparse.ArgumentParser) -> None:
     grow = add("partitions", "add partitions to a live event hub (never fewer)")
     grow.add_argument("--hub", required=True)
     grow.add_argument("--count", type=int, required=True, help="the new partition count")
+    add("promote", "a geo-replication promotion: new replication segment, string offsets, connections closed")
     add("clear", "end every timed fault (server-busy windows) now")
     add("status", "print the faults in force, connections and consumer links")
 
@@ -135,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
     elif fault == "partitions":
         answer = request(control, "POST", "/faults/partitions", {"hub": args.hub, "count": args.count})
         print(f"event hub {args.hub} has {answer['partition_count']} partitions")
+    elif fault == "promote":
+        answer = request(control, "POST", "/faults/promote")
+        print(f"promoted: replication segment {answer['segment']}, closed {answer['closed']} connection(s); offsets "
+              "now take the geo-replicated form")
     elif fault == "clear":
         request(control, "POST", "/faults/clear")
         print("no fault in force")
@@ -146,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_status(status: dict[str, Any]) -> None:
     active = status.get("active") or []
     print("active faults: " + ("none" if not active else "; ".join(active)))
-    print(f"connections: {status.get('connections', 0)}")
+    print(f"connections: {status.get('connections', 0)}; replication segment: {status.get('replication_segment', 0)}")
     links = status.get("consumer_links") or {}
     print("consumer links: " + (", ".join(f"{hub}={n}" for hub, n in links.items()) or "none"))
     log = status.get("link_log") or {}

@@ -14,6 +14,7 @@ from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _management
 from rxhubs.emulator._codec import Array, Described
 from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
+from rxhubs.emulator._geo import GeoOffsetError
 from rxhubs.emulator._hubs import parse_selector
 from rxhubs.emulator._links import (
     RUNTIME_METRIC,
@@ -267,6 +268,12 @@ class Session:
                         start = parse_selector(str(text))
                     except ValueError as exc:
                         raise _LinkError(fr.ARGUMENT_ERROR, str(exc)) from None
+        try:
+            start = self.connection.server.replication.resolve(start, partition.partition_id)
+        except GeoOffsetError as exc:  # an offset of another replication segment: the service's answer
+            self.connection.server.link_log.add(self.connection.id, hub.name, group, partition.partition_id,
+                                                None, "refuse", exc.condition)
+            raise _LinkError(exc.condition, str(exc)) from None
         props = perf.field(13)
         epoch = None
         if isinstance(props, dict):

@@ -8,6 +8,7 @@ POST     ``/faults/busy``      ``{"seconds": 10, "on": ["attach"], "hub": null}`
 POST     ``/faults/close``     ``{"hub": null}``                                   ``{"closed": N}``
 POST     ``/faults/steal``     ``{"hub": H, "partition": P, "consumer_group": G}``  ``{"stolen": N}``
 POST     ``/faults/partitions``  ``{"hub": H, "count": N}``                        ``{"partition_count": N}``
+POST     ``/faults/promote``                                                       ``{"segment": N, "closed": N}``
 POST     ``/faults/clear``                                                         ``{"active": []}``
 =======  ====================  ==================================================  ===========================
 
@@ -72,7 +73,7 @@ class ControlServer:
 
     def _dispatch(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         routes = {"/status": "GET", "/faults/busy": "POST", "/faults/close": "POST", "/faults/steal": "POST",
-                  "/faults/partitions": "POST", "/faults/clear": "POST"}
+                  "/faults/partitions": "POST", "/faults/promote": "POST", "/faults/clear": "POST"}
         path = path.split("?", 1)[0].rstrip("/") or "/"
         if path not in routes:
             return 404, {"error": f"no such resource {path!r}; try GET /status"}
@@ -97,6 +98,8 @@ class ControlServer:
                     raise ValueError(f"'count' must be a whole number, got {count!r}")
                 faults.add_partitions(_text(body, "hub"), count)
                 return 200, {"partition_count": count}
+            if path == "/faults/promote":
+                return 200, faults.promote()
             faults.clear()
             return 200, {"active": faults.active}
         except (RxHubsError, ValueError) as exc:

@@ -236,6 +236,33 @@ class EmulatorFaults:
 
         self._call(act)
 
+    def promote(self) -> dict[str, int]:
+        """A geo-replication promotion: a new replication segment, string offsets, every connection closed.
+
+        Sequence numbers carry over; every event is delivered with its offset in the new segment
+        (``<segment>:<partition>:<byte offset>``); a receiver positioned by an offset of an earlier segment (a
+        plain number included) is refused with ``com.microsoft:georeplication:invalid-offset``; the hub's
+        ``georeplication_factor`` becomes 2. See :mod:`rxhubs.emulator._geo` and docs/emulator.md.
+
+        Returns:
+            ``{"segment": N, "closed": connections closed}``.
+
+        Raises:
+            EmulatorError: The emulator is not running, or its data directory could not keep the segment.
+        """
+        from rxhubs.emulator._geo import promote
+
+        def act(server: Server) -> dict[str, int]:
+            try:
+                answer = promote(server)
+            except OSError as exc:
+                raise EmulatorError(f"cannot record the replication segment: {exc.strerror or exc}") from exc
+            _LOG.warning("fault: geo-replication promotion to segment %d; closed %d connection(s)",
+                         answer["segment"], answer["closed"])
+            return answer
+
+        return self._call(act)
+
     # -- reports ---------------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """Active faults, connections and consumer links now, and the link log's totals (what ``fault status`` prints).
@@ -248,6 +275,7 @@ class EmulatorFaults:
         def act(server: Server) -> dict[str, Any]:
             links = Counter(link.partition.hub for link in _consumer_links(server, None))
             return {"active": self._state.describe(), "connections": len(server.connections),
+                    "replication_segment": server.replication.segment,
                     "consumer_links": {name: links.get(name, 0) for name in server.hubs}}
 
         report = self._call(act)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from rxhubs.emulator import _delivery
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, Timestamp
+from rxhubs.emulator._geo import GEO_OFFSET, offset_text, restamp
 from rxhubs.emulator._partition_key import partition_for_key
 from rxhubs.emulator._retention import Retention, expire
 
@@ -70,7 +71,7 @@ def parse_selector(selector: str) -> StartPosition:
     if not m:
         raise ValueError(f"unsupported selector filter: {selector!r}")
     kind, op, value = m.groups()
-    if kind != "offset" or value not in ("-1", "@latest"):
+    if kind != "offset" or not (value in ("-1", "@latest") or GEO_OFFSET.match(value)):
         try:
             int(value)
         except ValueError:
@@ -110,6 +111,7 @@ class Partition:
         self.own_da: list[int] = []  # sequence numbers of the events whose sender set delivery annotations
         self.largest_frame = 0  # bytes of the largest stored frame
         self.next_offset = len(MAGIC)
+        self.segment = 0  # the namespace's replication segment: how offsets are written (rxhubs.emulator._geo)
         self.readers: dict[str, list[Reader]] = {}
         self._signal: asyncio.Future[None] | None = None
         self._fd: int | None = None
@@ -200,8 +202,10 @@ class Partition:
         first_seq = self.next_sequence_number
         start = offset = self.next_offset
         records: list[tuple[int, bytes, int]] = []
+        segment, pid = self.segment, self.partition_id
         for i, prepared in enumerate(messages):
-            encoded, da = msg.stamp(prepared, first_seq + i, offset, t, partition_key)
+            text = offset if not segment else offset_text(segment, pid, offset).encode()
+            encoded, da = msg.stamp(prepared, first_seq + i, text, t, partition_key)
             records.append((offset, encoded, da))
             offset += _REC.size + len(encoded)
         if self._fd is not None:
@@ -287,16 +291,16 @@ class Partition:
             "partition": self.partition_id,
             "begin_sequence_number": 0 if last < 0 else first,
             "last_enqueued_sequence_number": last,
-            "last_enqueued_offset": str(self.offsets[-1]) if last >= 0 else "-1",
+            "last_enqueued_offset": self.last_enqueued()[1],
             "last_enqueued_time_utc": Timestamp(self.times[-1] if last >= 0 else 0),
             "is_partition_empty": first > last,
         }
 
-    def last_enqueued(self) -> tuple[int, int, int]:
-        """Sequence number, offset and enqueued time of the last event (-1, -1, 0 when empty)."""
+    def last_enqueued(self) -> tuple[int, str, int]:
+        """Sequence number, offset and enqueued time of the last event (-1, "-1", 0 when empty)."""
         if not self.bodies:
-            return -1, -1, 0
-        return self.last_sequence_number, self.offsets[-1], self.times[-1]
+            return -1, "-1", 0
+        return self.last_sequence_number, offset_text(self.segment, self.partition_id, self.offsets[-1]), self.times[-1]
 
     # ------------------------------------------------------------------ reader rules
     def add_reader(self, consumer_group: str, reader: Reader) -> tuple[str, str] | None:
@@ -349,6 +353,7 @@ class Hub:
         self.partitions: dict[str, Partition] = {}
         self._ids: list[str] = []
         self._next = 0
+        self.segment = 0  # the namespace's replication segment (rxhubs.emulator._geo.Replication.apply)
         grown = self._stored_count()
         if grown > partition_count:
             _LOG.info("event hub %s: %d partitions (grown from %d while it ran before)", name, grown, partition_count)
@@ -383,6 +388,8 @@ class Hub:
             path = self._dir / f"{i}.log" if self._dir is not None else None
             self.partitions[pid] = Partition(self.name, pid, path, self.retention)
             self._ids.append(pid)
+            if self.segment:
+                restamp(self.partitions[pid], self.segment)
         if record and self._dir is not None and self._stored_count() < partition_count:
             self._dir.mkdir(parents=True, exist_ok=True)
             tmp = self._dir / (COUNT_FILE + ".tmp")
@@ -412,6 +419,7 @@ class Hub:
             "created_at": Timestamp(self.created_at_ms),
             "partition_count": len(self._ids),
             "partition_ids": Array(0xA1, list(self._ids)),
+            "georeplication_factor": 2 if self.segment else 1,
         }
 
     def close(self) -> None:

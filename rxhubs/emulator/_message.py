@@ -174,7 +174,7 @@ def partition_key_of(ann: dict[Any, Any]) -> str | None:
     return str(key)
 
 
-def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int,
+def stamp(message: Prepared, sequence_number: int, offset: int | bytes, enqueued_ms: int,
           partition_key: str | None) -> tuple[bytes, int]:
     """Build the message as delivered: the client's sections plus the Event Hubs annotations.
 
@@ -182,7 +182,7 @@ def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int
         The encoded message and the position of its delivery annotations section (after the header), where
         :func:`with_delivery_annotations` adds runtime metrics.
     """
-    off = b"%d" % offset
+    off = offset if isinstance(offset, bytes) else b"%d" % offset  # bytes: a geo-replicated offset (_geo)
     ann = message.annotations
     head = message.head + message.delivery
     if not ann and partition_key is None:  # the usual case: only our three annotations
@@ -205,7 +205,7 @@ def stamp(message: Prepared, sequence_number: int, offset: int, enqueued_ms: int
     return b"".join((head, section, message.rest)), len(message.head)
 
 
-def runtime_metrics(last_sequence_number: int, last_offset: int, last_enqueued_ms: int, now_ms: int) -> bytes:
+def runtime_metrics(last_sequence_number: int, last_offset: int | str, last_enqueued_ms: int, now_ms: int) -> bytes:
     """The delivery annotations section the client reads as last enqueued event properties."""
     return b"\x00\x53\x71" + encode_value({
         Symbol("last_enqueued_sequence_number"): last_sequence_number,

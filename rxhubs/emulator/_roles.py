@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from rxhubs.emulator._fault_state import FaultState, LinkLog
+from rxhubs.emulator._geo import Replication
 from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._sasl import SaslCheck
@@ -64,6 +65,9 @@ class ServerRole(Protocol):
 
     @property
     def link_log(self) -> LinkLog: ...
+
+    @property
+    def replication(self) -> Replication: ...
 
     def hub(self, name: str) -> Hub | None: ...
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rxhubs.emulator._connection import Connection
 from rxhubs.emulator._fault_state import FaultState, LinkLog
+from rxhubs.emulator._geo import Replication
 from rxhubs.emulator._hubs import Hub
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._retention import Retention
@@ -34,6 +35,9 @@ class Server:
         kept = retention or {}
         self.hubs = {name: Hub(name, count, consumer_groups, data_dir, kept.get(name)) for name, count in hubs.items()}
         self.max_message_size = max_message_size  # what a producer may send in one message (advertised at attach)
+        self.replication = Replication(data_dir)  # geo-replication: the segment a promotion moves to (_geo)
+        for hub in self.hubs.values():
+            self.replication.apply(hub)
         self.faults = faults or FaultState()  # server-busy windows in force (see rxhubs.emulator._faults)
         self.link_log = link_log or LinkLog()  # every consumer link attach, detach and refusal
         self._by_folded = {name.casefold(): hub for name, hub in self.hubs.items()}

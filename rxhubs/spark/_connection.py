@@ -185,6 +185,8 @@ class Connection:
             return identity.DefaultAzureCredential()
         if self.credential_kind == "managedIdentity":
             return identity.ManagedIdentityCredential(client_id=self.managed_identity_client_id)
+        if self.tenant_id is None or self.client_id is None:  # (checked when the options were read)
+            raise ConfigurationError("credential servicePrincipal needs tenantId and clientId")
         return identity.ClientSecretCredential(self.tenant_id, self.client_id, self._secret())
 
     def _secret(self) -> str:

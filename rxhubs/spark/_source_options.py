@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rxhubs._models import Position
+from rxhubs._models._events import is_offset
 from rxhubs.errors import ConfigurationError
 from rxhubs.spark._connection import CONNECTION_KEYS, Connection
 
@@ -285,8 +286,9 @@ def _event_position(position: Any, name: str) -> Start:
             return "earliest"
         if str(offset) == "@latest":
             return "latest"
-        if not str(offset).isdigit():
-            raise ConfigurationError(f'{name}: offset must be "-1", "@latest" or a number, got {offset!r}')
+        if not is_offset(str(offset)):  # a number, or a geo-replicated namespace's offset string
+            raise ConfigurationError(f'{name}: offset must be "-1", "@latest" or an offset of the partition (a'
+                                     f' number, or a geo-replicated string), got {offset!r}')
         return Position.from_offset(str(offset), inclusive=inclusive)
     if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
         return seq  # (isInclusive is ignored for seqNo, as the connector's translate ignores it)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rxhubs._models import Checkpoint, Ownership
+from rxhubs._models._events import is_offset
 from rxhubs.errors import OwnershipLostError
 
 __all__ = [
@@ -81,7 +82,15 @@ def parse_sequence_number(value: object) -> int | None:
 
 
 def parse_offset(value: object) -> tuple[bool, str | None]:
-    """``(valid, offset)``: a string of digits (ints accepted), None when absent or empty; invalid otherwise."""
+    """``(valid, offset)``: an offset string (ints accepted), None when absent or empty; invalid otherwise.
+
+    Offsets are opaque (a geo-replicated namespace's are not numbers, see :func:`rxhubs._models.is_offset`): any
+    string that can be an offset is kept as written.
+
+    Example:
+        >>> parse_offset("4096"), parse_offset("1:0:4096"), parse_offset(""), parse_offset("x'1"), parse_offset(True)
+        ((True, '4096'), (True, '1:0:4096'), (True, None), (False, None), (False, None))
+    """
     if value is None:
         return True, None
     if isinstance(value, bool):
@@ -92,7 +101,7 @@ def parse_offset(value: object) -> tuple[bool, str | None]:
         text = value.strip()
         if text == "":
             return True, None
-        if _DIGITS.fullmatch(text):
+        if is_offset(text):
             return True, text
     return False, None
 

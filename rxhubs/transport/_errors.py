@@ -67,6 +67,9 @@ def translate_error(exc: BaseException, what: str, secrets: Sequence[str] = ()) 
     lowered = detail.lower()
     if "stolen" in condition or "receiver-disconnected" in condition or "epoch" in lowered or "stolen" in lowered:
         return OwnershipLostError(f"{what}: a reader with a higher owner level took the partition ({detail})")
+    if "georeplication:invalid-offset" in condition or "georeplication:invalid-offset" in lowered:
+        return ConfigurationError(f"{what}: a position by an offset that is not valid in this geo-replicated"
+                                  f" namespace (an offset from before a promotion?): use a sequence number ({detail})")
     if "not-found" in condition or "notfound" in condition.replace("-", "") or "not found" in lowered:
         return NotFoundError(message)
     missing = _cbs_not_found(exc, secrets)

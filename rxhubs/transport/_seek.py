@@ -82,7 +82,8 @@ async def sequence_at(
         when, last = position.value, last_time if last_time.tzinfo else last_time.replace(tzinfo=_dt.UTC)
         if when > last or (when == last and not position.inclusive):
             return next_sequence_number(props)
-    if position.kind == "offset" and props.last_enqueued_offset.isdigit():
+    # numbers compare on a Standard namespace; a geo-replicated namespace's offsets are opaque: read to know
+    if position.kind == "offset" and props.last_enqueued_offset.isdigit() and str(position.value).isdigit():
         offset, last_offset = int(str(position.value)), int(props.last_enqueued_offset)
         if offset > last_offset or (offset == last_offset and not position.inclusive):
             return next_sequence_number(props)

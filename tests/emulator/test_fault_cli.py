@@ -118,3 +118,17 @@ def test_the_control_api_answers_json_and_refuses_what_it_does_not_know(running:
     assert status == 400 and answer == {"error": "the body must be a JSON object"}
     status, answer = call("POST", "/faults/partitions", b'{"hub": "h", "count": "six"}')
     assert status == 400 and "whole number" in str(answer["error"])
+
+
+def test_a_promotion_from_the_command_line(running: tuple[str, str]) -> None:
+    conn, control = running
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        producer.send_event(EventData("before"), partition_id="1")
+        assert producer.get_partition_properties("1")["last_enqueued_offset"].isdigit()
+    promoted = fault("promote", "--control", control)
+    assert promoted.returncode == 0, promoted.stderr
+    assert promoted.stdout.startswith("promoted: replication segment 1, closed ")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        assert producer.get_partition_properties("1")["last_enqueued_offset"].startswith("1:1:")
+    status = fault("status", "--control", control)
+    assert "replication segment: 1" in status.stdout, status.stdout

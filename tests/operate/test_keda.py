@@ -43,30 +43,48 @@ def test_the_oracle_keeps_kedas_rules() -> None:
 
 
 async def consume_all(conn: str, storage: str, container: str, group: str, consumers: int, expected: int,
-                      **options: Any) -> dict[str, set[int]]:
+                      **options: Any) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     """``consumers`` rxhubs consumers of ``group``, each checkpointing what it processed, until ``expected`` events
-    were processed; then a graceful stop (each flushes its checkpoints and releases)."""
-    processed: dict[str, set[int]] = {}
-    shutdown = rxhubs.Shutdown()
+    were processed; then a graceful stop (each flushes its checkpoints and releases).
 
-    def handle(batch: Any) -> None:
-        processed.setdefault(batch.context.partition_id, set()).update(e.sequence_number for e in batch.events)
-        if sum(map(len, processed.values())) >= expected:
-            shutdown.request()
+    Work waits until the group is balanced (every consumer was handed a batch): the first consumer's first round
+    claims every partition, so without the wait it alone read (and checkpointed) the whole backlog, and "2 and 3
+    consumers" showed one consumer checkpointing. Returns (partition -> sequence numbers processed, partition ->
+    the consumers that processed events of it).
+    """
+    processed: dict[str, set[int]] = {}
+    by: dict[str, set[int]] = {}
+    shutdown = rxhubs.Shutdown()
+    balanced = asyncio.Event()
+    holding: set[int] = set()
+
+    def handler(i: int) -> Any:
+        async def handle(batch: Any) -> None:
+            holding.add(i)
+            if len(holding) == consumers:
+                balanced.set()
+            await balanced.wait()  # (a consumer that lost the partition meanwhile: its checkpoint is refused)
+            pid = batch.context.partition_id
+            processed.setdefault(pid, set()).update(e.sequence_number for e in batch.events)
+            by.setdefault(pid, set()).add(i)
+            if sum(map(len, processed.values())) >= expected:
+                shutdown.request()
+
+        return handle
 
     hubs = [rxhubs.EventHub.from_connection_string(conn) for _ in range(consumers)]
     stores = [BlobCheckpointStore.from_connection_string(storage, container) for _ in range(consumers)]
     try:
         pipelines = [
             rxhubs.consume(hub, group, store, owner_id=f"c{i}", load_balancing_interval=0.5,
-                           ownership_expiration=5.0, **options).pipe(hops.process(handle), hops.checkpoint(store))
+                           ownership_expiration=5.0, **options).pipe(hops.process(handler(i)), hops.checkpoint(store))
             for i, (hub, store) in enumerate(zip(hubs, stores, strict=True))
         ]
         await asyncio.gather(*(rxhubs.arun(p, shutdown=shutdown, signals=()) for p in pipelines))
     finally:
         for resource in [*stores, *hubs]:
             await resource.close()
-    return processed
+    return processed, by
 
 
 @pytest.mark.azurite
@@ -81,7 +99,10 @@ def test_kedas_lag_equals_the_real_backlog(
     before = keda_lag(conn, storage, blob_container, "$Default")
     assert before.per_partition == FIRST and before.checkpoints == dict.fromkeys(FIRST), "no checkpoint: everything"
 
-    processed = asyncio.run(consume_all(conn, storage, blob_container, "$Default", consumers, sum(FIRST.values())))
+    processed, by = asyncio.run(
+        consume_all(conn, storage, blob_container, "$Default", consumers, sum(FIRST.values())))
+    # the group's consumers shared the work: each processed (and so checkpointed) partitions of its own
+    assert len(set().union(*by.values())) == consumers, by
     send(conn, LATER, "later")
     backlog = {p: FIRST[p] + LATER[p] - len(processed.get(p, ())) for p in FIRST}
     assert backlog == LATER  # every first event processed once checkpointed: what the group still has to do

@@ -68,6 +68,36 @@ def test_a_service_principal_secret_comes_from_an_env_var_or_a_file_never_an_opt
             connection.credential()
 
 
+@pytest.mark.parametrize(
+    ("options", "kind"),
+    [
+        ({"credential": "default"}, "DefaultAzureCredential"),
+        ({"credential": "managedIdentity"}, "ManagedIdentityCredential"),
+        ({"credential": "managedIdentity", "managedidentityclientid": "11111111-2222-3333-4444-555555555555"},
+         "ManagedIdentityCredential"),
+        ({"credential": "servicePrincipal", "tenantid": "tenant", "clientid": "client",
+          "clientsecretenv": "MY_SP_SECRET"}, "ClientSecretCredential"),
+    ],
+)
+def test_the_built_in_credential_kinds_are_azure_identitys_async_credentials(
+    options: dict[str, str], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each built-in kind is constructed as the executors construct it (azure-identity's aio credentials, the
+    arguments by name): a renamed or misplaced argument fails here, not in a cluster's first task."""
+    import asyncio
+    import inspect
+
+    from azure.identity import aio as identity
+
+    monkeypatch.setenv("MY_SP_SECRET", "s3cret")
+    connection = Connection({**NS, **{k.lower(): v for k, v in options.items()}})
+    made = connection.credential()
+    assert type(made) is getattr(identity, kind)
+    assert inspect.iscoroutinefunction(made.get_token)  # an async credential: what EventHub's aio client awaits
+    assert "s3cret" not in repr(connection)
+    asyncio.run(made.close())
+
+
 def test_a_factory_gets_its_own_options_and_builds_on_each_call(tmp_path: Path) -> None:
     path = LocalIdentity("app").save(tmp_path / "id.json")
     connection = Connection({**NS, "credentialfactory": "rxhubs.emulator:credential_from_file",

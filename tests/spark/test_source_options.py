@@ -90,7 +90,7 @@ def test_starting_positions_in_the_connectors_json() -> None:
     ("options", "fragment"),
     [
         ({"eventhubs.startingPosition": position(time="yesterday")}, "ISO 8601"),
-        ({"eventhubs.startingPosition": position(offset="x12")}, "a number"),
+        ({"eventhubs.startingPosition": position(offset="x 12")}, "a number, or a geo-replicated string"),
         ({"eventhubs.startingPosition": position(offset="-1", seq=4)}, "not offset and seqNo"),
         ({"eventhubs.startingPosition": position(offset="5", time="2026-01-01T00:00:00Z")}, "not offset and"),
         ({"eventhubs.startingPosition": position(seq=-3)}, "seqNo"),

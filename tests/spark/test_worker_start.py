@@ -15,6 +15,8 @@ import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -155,3 +157,27 @@ def test_a_refused_secret_is_an_error_and_no_pid_is_sent(worker_env: None, monke
     thread.join(30)
     server.close()
     assert seen == {"secret": "s3cret", "pid": None}
+
+
+@pytest.mark.timeout(400)
+def test_a_users_own_session_given_worker_python_starts_a_streaming_query_under_the_same_load(
+    emulator: BackgroundEmulator, tmp_path: Path
+) -> None:
+    """docs/spark.md, "Your own SparkSession": a driver that builds its session itself, with the documented lines.
+
+    (With ``plain``, the driver's interpreter as PYSPARK_PYTHON, the same run fails with "Python worker failed to
+    connect back": the limit this guards against.)
+    """
+    conn_str = emulator.connection_string(HUB)
+    send(conn_str, 40, "t")
+    driver = Path(__file__).with_name("_own_session_driver.py")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "RXHUBS_SPARK_PYTHON")}
+    env.update(RXHUBS_TEST_CONNECTION_STRING=conn_str, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    with Throttle() as throttle:
+        done = subprocess.run(
+            [sys.executable, str(driver), "wrapper", str(tmp_path / "chk"), str(tmp_path / "out")],
+            capture_output=True, text=True, timeout=360, env=env, cwd=tmp_path,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rows 80" in done.stdout.splitlines(), (done.stdout, done.stderr[-2000:])
+    assert throttle.cycles and max(throttle.cycles.values()) == throttle.hold  # the runner was held past 10 s

@@ -29,8 +29,8 @@ HUB = "Telemetry"
 CG = "$Default"
 
 #: Kinds of garbage a harness can write: an ownership without owner (partition "0"), a checkpoint with a
-#: non-numeric sequence number ("1"), one with a non-numeric offset ("2"), and a foreign record under the
-#: prefix that must be ignored entirely.
+#: non-numeric sequence number ("1"), one with an offset that cannot be one ("2": a quote; offsets are opaque
+#: strings, not numbers), and a foreign record under the prefix that must be ignored entirely.
 CORRUPTIONS = ("ownership-without-owner", "checkpoint-bad-sequence", "checkpoint-bad-offset", "foreign")
 
 Corrupt = Callable[[str], Awaitable[None]]
@@ -83,7 +83,7 @@ async def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
             elif kind == "checkpoint-bad-sequence":
                 db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '1', '100', 'many')", key)
             elif kind == "checkpoint-bad-offset":
-                db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '2', 'x1f', 5)", key)
+                db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '2', 'x''1f', 5)", key)
             elif kind == "foreign":
                 db.execute("INSERT INTO rxhubs_checkpoint VALUES (?, ?, ?, '', '1', 1)", key)
                 db.execute("INSERT INTO rxhubs_ownership VALUES (?, ?, ?, X'00', 'x', 1.0, 'e', NULL)", key)
@@ -111,7 +111,7 @@ def _blob_corrupt(raw: ContainerClient) -> Corrupt:
         elif kind == "checkpoint-bad-sequence":
             await raw.upload_blob(prefix + "checkpoint/1", b"", metadata={"offset": "100", "sequencenumber": "many"})
         elif kind == "checkpoint-bad-offset":
-            await raw.upload_blob(prefix + "checkpoint/2", b"", metadata={"offset": "x1f", "sequencenumber": "5"})
+            await raw.upload_blob(prefix + "checkpoint/2", b"", metadata={"offset": "x'1f", "sequencenumber": "5"})
         elif kind == "foreign":
             await raw.upload_blob(prefix + "checkpoint/0/notes.txt", b"hello", metadata={"sequencenumber": "1"})
             await raw.upload_blob(prefix + "ownership/archive/0", b"", metadata={"ownerid": "ghost"})
@@ -213,7 +213,7 @@ async def _sdk_dict_sync(request: pytest.FixtureRequest, tmp_path: Path) -> Harn
         elif kind == "checkpoint-bad-sequence":
             cps["1"] = {**base, "partition_id": "1", "offset": "100", "sequence_number": "many"}
         elif kind == "checkpoint-bad-offset":
-            cps["2"] = {**base, "partition_id": "2", "offset": "x1f", "sequence_number": 5}
+            cps["2"] = {**base, "partition_id": "2", "offset": "x'1f", "sequence_number": 5}
         elif kind == "foreign":
             cps["junk"] = "not a record"
             own["junk"] = ["not", "a", "record"]
