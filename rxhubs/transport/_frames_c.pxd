@@ -59,7 +59,7 @@ cpdef tuple parse_frames(bytes buf, Py_ssize_t channel, object handle, Py_ssize_
 @cython.locals(parts=list, view="const unsigned char[:]", pos=Py_ssize_t, frames=Py_ssize_t, size="unsigned long long",
                doff="unsigned int", stop=Py_ssize_t, body=Py_ssize_t, start=Py_ssize_t, more=bint)
 cdef object _gather(_Reader r, bytes buf, Py_ssize_t n, Py_ssize_t payload, Py_ssize_t end, Py_ssize_t channel,
-                    object handle)
+                    object handle, object did)
 
 
 cdef bint _is_transfer(const unsigned char[:] buf, Py_ssize_t body, Py_ssize_t end) noexcept

@@ -7,11 +7,9 @@ package is built with a compiler. :mod:`rxhubs.transport._frames` picks one at i
 :func:`parse` takes the bytes read from a receive connection and decodes every complete transfer frame of one
 link (its channel and handle) straight into the ``Message`` tuple pyamqp's own ``decode_payload`` builds, with
 the same values (AMQP strings and symbols as bytes, timestamps as int milliseconds, the five delivery outcomes
-as ``{name: value}``). A delivery split over several transfer frames (an event larger than the frame size, up
-to 1 MB on Standard and 20 MB on Dedicated) is joined here once all its frames are in the buffer. It stops at
-the first frame it leaves to the SDK (any other performative or channel, an aborted or resumed delivery, a
-multi-frame delivery interleaved with another link's frames, a value type pyamqp itself cannot decode) and hands
-that frame back whole, so the caller keeps the order of frames.
+as ``{name: value}``), joining a delivery of several frames (a large event) once all are in the buffer. It stops
+at the first frame it leaves to the SDK (another performative, channel or link, an aborted or resumed transfer, a
+value type pyamqp itself cannot decode) and hands that frame back whole: the caller keeps the order of frames.
 """
 
 import struct
@@ -273,25 +271,14 @@ def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[A
     bytes that are not AMQP frames (a size under 8 or over 2**31, a data offset under 2, a SASL frame, a transfer
     whose performative or payload is malformed). See :func:`parse_frames` for an example.
     """
-    out = parse_frames(buf, channel, handle, start)
-    return out[0], out[1], out[2], out[3]
+    return parse_frames(buf, channel, handle, start)[:4]
 
 
 def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object, int]:
     """:func:`parse`, and how many transfer frames the messages took (the session counts frames, the link deliveries).
 
-    Example (a delivery in two frames; without its last frame, nothing is consumed):
-        >>> from azure.eventhub._pyamqp._encode import encode_frame, encode_payload
-        >>> from azure.eventhub._pyamqp.message import Message
-        >>> from azure.eventhub._pyamqp.performatives import TransferFrame as T
-        >>> p = bytes(encode_payload(bytearray(), Message(data=[b"x" * 100])))
-        >>> frames = [encode_frame(T(handle=0, delivery_id=5, delivery_tag=b"t", more=more, payload=part))
-        ...           for part, more in ((p[:50], True), (p[50:], False))]
-        >>> two = b"".join(head + (1).to_bytes(2, "big") + body for head, body in frames)
-        >>> messages, consumed, other, last, count = parse_frames(two, 1, 0)
-        >>> [len(m.data[0]) for m in messages], consumed == len(two), count
-        ([100], True, 2)
-        >>> parse_frames(two[:-1], 1, 0)
+    Example (deliveries split at every boundary: ``tests/transport/test_frames_multi.py``):
+        >>> parse_frames(b"", 1, 0)
         ([], 0, None, None, 0)
     """
     messages: list[Any] = []
@@ -329,7 +316,7 @@ def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple
         if payload < 0 or delivery_id is None:  # another link's transfer, or one this reader leaves to the SDK
             return messages, end, (frame_channel, buf[pos:end]), last, frames
         if more:
-            joined = _gather(r, buf, n, payload, end, channel, handle)
+            joined = _gather(r, buf, n, payload, end, channel, handle, delivery_id)
             if joined is None:
                 break  # not every frame of the delivery is here yet: wait for more bytes
             if not joined:
@@ -354,11 +341,10 @@ def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple
     return messages, pos, None, last, frames
 
 
-def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int, handle: int) -> Any:
-    """The rest of a multi-frame delivery whose first frame ends at ``end``: ``(message bytes, its end, frames)``.
+def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int, handle: int, did: Any) -> Any:
+    """The rest of a delivery after its first frame: ``(message bytes, end, frames)``, None (not all here) or ().
 
-    None when the buffer ends before its last frame; ``()`` when a frame the SDK must see comes first (another
-    channel, link or performative, an aborted or resumed transfer). Keep-alive frames in between are skipped.
+    ``()``: a frame the SDK must see comes first (another channel, link, delivery or performative; aborted).
     """
     parts = [buf[payload:end]]
     view = buf
@@ -385,10 +371,10 @@ def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int
         if _be(view, pos + 6, 2) != channel or doff != 2 or not _is_transfer(view, body, stop):
             return ()
         try:
-            _, start, more = _transfer(r, body, stop, handle)
+            next_id, start, more = _transfer(r, body, stop, handle)
         except Unsupported:
             return ()
-        if start < 0:
+        if start < 0 or (next_id is not None and next_id != did):  # (a continuation may omit its delivery id)
             return ()
         parts.append(buf[start:stop])
         frames += 1
