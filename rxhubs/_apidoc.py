@@ -19,6 +19,10 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Streams", "rxhubs", [
         "partition_batches", "partitions", "consume", "PartitionStream", "run", "arun", "Shutdown", "Backoff",
     ]),
+    ("History (Capture, then live)", "rxhubs.sources", ["Capture", "BackfillHub"]),
+    ("Schemas (Azure Schema Registry)", "rxhubs.schemas", ["AvroSchemas", "JsonSchemas", "decode",
+                                                           "DecodedBatch", "UndecodableError", "with_decoded",
+                                                           "StaticTokenCredential"]),
     ("Operators", "rxhubs.operators", [
         "process", "checkpoint", "publish", "dead_letter", "Publisher", "OutgoingEvent", "window", "scan_state",
         "exactly_once", "TransactionalSink", "CommitResult", "read_position",
@@ -50,7 +54,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Errors", "rxhubs.errors", [
         "RxHubsError", "ConfigurationError", "NotFoundError", "AuthenticationError", "TransportError",
         "ReceiverClosedError", "OwnershipLostError", "QuotaExceededError", "StoreError", "OwnershipConflictError",
-        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "EmulatorError",
+        "CorruptRecordError", "CheckpointOutOfRangeError", "SinkError", "CaptureGapError", "EmulatorError",
     ]),
 ]
 

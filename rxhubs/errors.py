@@ -23,6 +23,7 @@ so the original is always on ``__cause__``.
     ├── SinkError                     a sink (e.g. a Spark write) failed after its retries
     │   └── PublishError              events could not be published to a hub (names the source partition)
     ├── StateError                    operator state cannot be kept or restored (corrupt, changed, too big)
+    ├── CaptureGapError               Capture files and the hub leave events out (names the sequence numbers)
     └── EmulatorError                 the local emulator could not start or serve
 
 Messages never include secrets: connection strings are shown with their keys redacted.
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationError",
+    "CaptureGapError",
     "CheckpointOutOfRangeError",
     "ConfigurationError",
     "CorruptRecordError",
@@ -169,6 +171,29 @@ class StateError(RxHubsError):
     """
 
     default_retriable = False
+
+
+class CaptureGapError(RxHubsError):
+    """A backfill from Capture files cannot reach the hub: events in between are in neither.
+
+    Files are missing (a gap between two files), or the hub's retention dropped events Capture never wrote. Names
+    the partition and the sequence numbers missing; nothing after them is read (never a silent skip). Not
+    retriable: restore the files, or move the checkpoint past the gap (``rxhubs checkpoints reset``).
+
+    Example:
+        >>> str(CaptureGapError("0", 1200, 1499))
+        'partition 0: events 1200..1499 are neither in the Capture files nor retained by the hub'
+    """
+
+    default_retriable = False
+
+    def __init__(self, partition_id: str, first_missing: int, last_missing: int, detail: str = "") -> None:
+        text = (f"partition {partition_id}: events {first_missing}..{last_missing} are neither in the Capture "
+                f"files nor retained by the hub")
+        super().__init__(text + (f" ({detail})" if detail else ""))
+        self.partition_id = partition_id
+        self.first_missing = first_missing
+        self.last_missing = last_missing
 
 
 class EmulatorError(RxHubsError):

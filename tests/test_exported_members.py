@@ -56,7 +56,7 @@ EXPORTS = {
     "rxhubs.spark": {
         "COLUMNS", "EventHubsDataSource", "LOCAL_CONF", "RxHubsDataSource", "SCHEMA", "arrow_schema",
         "get_or_create_session", "local_session", "property_to_str", "register_source", "to_arrow",
-        "to_dataframe", "write",
+        "to_dataframe", "worker_python", "write",
     },
     "rxhubs.emulator": {
         "BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord", "LocalIdentity", "LocalIdentityCredential",
@@ -67,12 +67,14 @@ EXPORTS = {
         "Signal", "marble_test", "never", "now", "sleep", "symbols", "to_symbols",
     },
     "rxhubs.errors": {
-        "AuthenticationError", "CheckpointOutOfRangeError", "ConfigurationError", "CorruptRecordError",
-        "EmulatorError", "NotFoundError",
+        "AuthenticationError", "CaptureGapError", "CheckpointOutOfRangeError", "ConfigurationError",
+        "CorruptRecordError", "EmulatorError", "NotFoundError",
         "OwnershipConflictError", "OwnershipLostError", "QuotaExceededError", "ReceiverClosedError", "RxHubsError",
         "PublishError", "SinkError", "StateError", "StoreError", "TransportError",
     },
-    "rxhubs.sources": {"Backoff", "DEFAULTS", "ReadSettings", "partition_batches"},
+    "rxhubs.sources": {"BackfillHub", "Backoff", "Capture", "DEFAULTS", "ReadSettings", "partition_batches"},
+    "rxhubs.schemas": {"AvroSchemas", "DecodedBatch", "JsonSchemas", "StaticTokenCredential", "UndecodableError",
+                       "decode", "with_decoded"},
     "rxhubs.balancing": {
         "BalancingLoop", "BalancingSettings", "ConsumerOptions", "ConsumerSettings", "DEFAULT_EXPIRATION",
         "DEFAULT_INTERVAL", "LoopListener", "PRESENCE_SUFFIX", "PartitionSession", "PartitionStream", "Plan",

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rxhubs"
 #: Each unit of the package (a subpackage or a top-level module) and its floor: a unit imports only units on
 #: lower floors (or itself). The rows of docs/architecture.md, with the top-level modules placed where they sit.
 FLOORS = {
-    "errors": 0,
+    "errors": 0, "_capture_format": 0,
     "_extensions": 1,
     "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1,
     "_batch": 2, "_run": 2,
@@ -25,6 +25,7 @@ FLOORS = {
     "spark": 8, "processor": 8, "testing": 8, "windows": 8, "operate": 8,
     "tables": 9,  # builds on spark (the Delta sink writes the Spark sink's Arrow rows)
     "__init__": 9,  # the package's own top: what `import rxhubs` gives
+    "schemas": 8,
     "otel": 10, "demo": 10, "bench": 10,
     "chaos": 11,  # the seeded chaos run: a bench scenario of its own (it prints the bench's figures)
     "cli": 12,

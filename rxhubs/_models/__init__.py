@@ -15,6 +15,7 @@ from rxhubs._models._events import (
     PartitionContext,
     PartitionProperties,
     Position,
+    is_offset,
 )
 from rxhubs._models._records import Checkpoint, Ownership
 
@@ -29,4 +30,5 @@ __all__ = [
     "PartitionContext",
     "PartitionProperties",
     "Position",
+    "is_offset",
 ]

@@ -42,6 +42,7 @@ from rxhubs.balancing._settings import (
 from rxhubs.balancing._start_check import OutOfRangePolicy, warn_keda_case
 from rxhubs.balancing._stream import PartitionStream
 from rxhubs.errors import ConfigurationError
+from rxhubs.sources import BackfillHub, Capture
 from rxhubs.sources._settings import DEFAULT_READ
 from rxhubs.stores import CheckpointStore, StoreLike, as_checkpoint_store
 from rxhubs.transport import Hub
@@ -80,6 +81,7 @@ def partitions(
     positions: TablePositions | None = None,
     checkpoint_out_of_range: OutOfRangePolicy | None = "earliest",
     seed_checkpoint: bool = False,
+    backfill: Capture | None = None,
 ) -> Observable[PartitionStream]:
     """An Observable of :class:`PartitionStream`: one per partition this consumer owns, balanced with its peers.
 
@@ -153,6 +155,9 @@ def partitions(
             check. See ``docs/operations.md``.
         seed_checkpoint: A partition claimed without a checkpoint gets one at once, where ``default_start``
             lands, before it is read (so KEDA's scaler does not count a new group's whole retention).
+        backfill: The hub's Event Hubs Capture files (:class:`rxhubs.sources.Capture`): a partition whose start
+            (checkpoint, ``default_start`` or ``start``) lies before what the hub retains is read from the files
+            first, then from the hub at the next sequence number; no gap, no repeat (``docs/history.md``).
 
     Returns:
         An Observable of :class:`PartitionStream`; it completes after a graceful stop released everything.
@@ -205,6 +210,10 @@ def partitions(
         min_batch_size,
     )
     hooks = Hooks(on_partition_initialize, on_partition_close, on_partition_error)
+    if backfill is not None:
+        if not isinstance(backfill, Capture):
+            raise ConfigurationError(f"backfill must be an rxhubs.sources.Capture, got {type(backfill).__name__}")
+        hub = BackfillHub(hub, backfill)
     checked_store = _as_store(store)
     warn_keda_case(hub.fully_qualified_namespace, hub.eventhub_name, checked_store)
     if positions is not None:

@@ -18,7 +18,7 @@ from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Bala
 from rxhubs.balancing._positions import TablePositions
 from rxhubs.balancing._start_check import OutOfRangePolicy, check_policy
 from rxhubs.errors import ConfigurationError
-from rxhubs.sources import ReadSettings
+from rxhubs.sources import Capture, ReadSettings
 from rxhubs.sources._settings import DEFAULT_READ
 
 __all__ = [
@@ -216,6 +216,7 @@ class ConsumerOptions(TypedDict, total=False):
     on_partition_close: CloseHook | None
     on_partition_error: ErrorHook | None
     positions: TablePositions | None
+    backfill: Capture | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ SCENARIOS = {
     "chaos": "rxhubs.chaos._scenario",
     "state": "rxhubs.bench.state._scenario",
     "exactly-once": "rxhubs.bench.exactly_once._scenario",
+    "capture": "rxhubs.bench._capture",
+    "schemas": "rxhubs.bench._schemas",
 }
 
 EXAMPLES = """
@@ -71,6 +73,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--partitions", type=int, default=None, help="handover: the hub's partitions (default 16)")
     parser.add_argument("--trials", type=int, default=None, help="handover: trials per side (default 6)")
     parser.add_argument("--rate", type=int, default=None, help="handover: events/s sent in all (default 800)")
+    parser.add_argument("--real", action="store_true",
+                        help="scale: real processes, emulator and Azurite (1,024 partitions, 1 -> 8 -> 4 consumers)")
     parser.add_argument("--unfenced", action="store_true",
                         help="handover: rxhubs' blob store without its fence (a comparison; users get the fence)")
     parser.add_argument(

@@ -138,6 +138,13 @@ async def _serve(emulator: Any) -> int:
             print(f"rxhubs emulator: AMQP over WebSockets on port {emulator.websocket_port}: "
                   "transport_type=TransportType.AmqpOverWebsocket, "
                   f"custom_endpoint_address={emulator.websocket_endpoint!r}", file=sys.stderr, flush=True)
+        if emulator.tls_port is not None:
+            options = emulator.tls_client_options()
+            extra = (f", custom_endpoint_address={options['custom_endpoint_address']!r}"
+                     if "custom_endpoint_address" in options else "")
+            print(f"rxhubs emulator: AMQP over TLS on port {emulator.tls_port}: connection strings without "
+                  f"UseDevelopmentEmulator, with connection_verify={str(emulator.ca_file)!r}{extra}",
+                  file=sys.stderr, flush=True)
         history = emulator.history
         if history.target is not None:
             print(f"rxhubs emulator: Capture to {history.target!r}, a file per {history.capture_window:g} s",

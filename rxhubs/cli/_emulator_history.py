@@ -1,4 +1,4 @@
-"""The history options of ``rxhubs emulator``: retention (by time, by count) and Capture."""
+"""The history and TLS options of ``rxhubs emulator``: retention (by time, by count), Capture, AMQP over TLS."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the {Namespace} of Capture file names (default 'emulator')")
     parser.add_argument("--capture-connection-string", metavar="CONNSTR",
                         help="storage account of a blob:// Capture (default: $AZURE_STORAGE_CONNECTION_STRING)")
+    parser.add_argument("--tls", action="store_true",
+                        help="also serve AMQP over TLS, with a certificate for 127.0.0.1 made at start")
+    parser.add_argument("--tls-port", type=int, default=5671, metavar="PORT",
+                        help="the TLS port (default 5671, the service's; 0 picks a free one)")
+    parser.add_argument("--tls-ca-file", default="rxhubs-emulator-ca.pem", metavar="PATH",
+                        help="where to write the CA certificate clients pass as connection_verify "
+                             "(default ./rxhubs-emulator-ca.pem)")
 
 
 def _per_hub(specs: list[str], option: str, kind: type) -> Any:
@@ -80,4 +87,5 @@ def history_options(args: argparse.Namespace) -> dict[str, Any]:
         "capture_size": args.capture_size,
         "capture_namespace": args.capture_namespace,
         "capture_connection_string": args.capture_connection_string,
+        **({"tls": True, "tls_port": args.tls_port, "tls_ca_file": args.tls_ca_file} if args.tls else {}),
     }

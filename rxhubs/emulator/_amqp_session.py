@@ -15,7 +15,6 @@ from rxhubs.emulator import _management
 from rxhubs.emulator._codec import Array, Described
 from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
 from rxhubs.emulator._geo import GeoOffsetError
-from rxhubs.emulator._hubs import parse_selector
 from rxhubs.emulator._links import (
     RUNTIME_METRIC,
     ConsumerLink,
@@ -25,6 +24,7 @@ from rxhubs.emulator._links import (
     _LinkError,
     offered_capabilities,
 )
+from rxhubs.emulator._selectors import parse_selector
 
 if TYPE_CHECKING:
     from rxhubs.emulator._roles import ConnectionRole

@@ -80,6 +80,19 @@ class BackgroundEmulator:
         """A connection string for ``hub`` (see :meth:`Emulator.connection_string`)."""
         return self._running().connection_string(hub, key_name)
 
+    def tls_connection_string(self, hub: str) -> str:
+        """A connection string for ``hub`` over TLS (see :meth:`Emulator.tls_connection_string`)."""
+        return self._running().tls_connection_string(hub)
+
+    @property
+    def schema_registry_namespace(self) -> str | None:
+        """The Schema Registry's ``fully_qualified_namespace`` (see :attr:`Emulator.schema_registry_namespace`)."""
+        return self._running().schema_registry_namespace
+
+    def tls_client_options(self) -> dict[str, str]:
+        """The azure-eventhub client options for TLS (see :meth:`Emulator.tls_client_options`)."""
+        return self._running().tls_client_options()
+
     def _running(self) -> Emulator:
         if self.emulator is None:
             raise EmulatorError("the background emulator is not running")

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rxhubs._capture_format import capture_time, file_name, write_file
 from rxhubs.emulator import _delivery as dl
-from rxhubs.emulator._capture_format import capture_time, file_name, write_file
 from rxhubs.emulator._codec import Timestamp, decode_value
 from rxhubs.emulator._frames import (
     SEC_APPLICATION_PROPERTIES,

@@ -14,7 +14,10 @@ from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults, _Host
 from rxhubs.emulator._history import History
 from rxhubs.emulator._identity import LocalIdentity
+from rxhubs.emulator._registry import SchemaRegistry
 from rxhubs.emulator._server import Server
+from rxhubs.emulator._tls import TlsListener
+from rxhubs.emulator._tls_access import TlsAccess
 from rxhubs.errors import ConfigurationError, EmulatorError
 
 _LOG = logging.getLogger("rxhubs.emulator")
@@ -35,7 +38,7 @@ def _check_key(name: object, key: object) -> None:
         raise ConfigurationError(f"the key of {name!r} must be non-empty text without ';' or spaces")
 
 
-class Emulator:
+class Emulator(TlsAccess):
     """A local Event Hubs emulator: an AMQP 1.0 server the official azure-eventhub client talks to.
 
     Use it as an async context manager; it listens from ``__aenter__`` to ``__aexit__``. Each hub has its
@@ -90,6 +93,17 @@ class Emulator:
         capture_size: Bytes of events after which a Capture window closes early.
         capture_namespace: The ``{Namespace}`` of Capture file names.
         capture_connection_string: The storage account of a ``blob://`` Capture (never logged).
+        tls: Also serve AMQP over TLS (AMQPS) on ``tls_port``, with a certificate for 127.0.0.1 signed by a
+            certificate authority made at start; its certificate is written to ``tls_ca_file`` (read
+            :attr:`ca_file`). Clients use :meth:`tls_connection_string` with :meth:`tls_client_options`
+            (``connection_verify`` and, off port 5671, ``custom_endpoint_address``).
+        tls_port: The TLS port (5671 is the service's; 0 picks a free one, read :attr:`tls_port`).
+        tls_ca_file: Where to write the authority's certificate (default: the emulator's temporary folder).
+        schema_registry: Also serve the Azure Schema Registry REST API over HTTPS (needs ``tls=True``) on
+            ``schema_registry_port``, for the official ``azure-schemaregistry`` client: its
+            ``fully_qualified_namespace`` is :attr:`schema_registry_namespace`, with ``connection_verify`` the CA
+            file and any bearer-token credential.
+        schema_registry_port: Its port (0 picks a free one).
 
     Raises:
         ConfigurationError: A hub or consumer group name is invalid, a partition count is out of range, or a
@@ -125,6 +139,8 @@ class Emulator:
                  retain_events: int | Mapping[str, int] | None = None, capture: str | Path | None = None,
                  capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
                  capture_namespace: str = "emulator", capture_connection_string: str | None = None,
+                 tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None,
+                 schema_registry: bool = False, schema_registry_port: int = 0,
                  max_message_size: int = 1024 * 1024) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
@@ -153,6 +169,15 @@ class Emulator:
                 1024 <= max_message_size <= 256 * 1024 * 1024):
             raise ConfigurationError(f"max_message_size must be from 1024 bytes to 256 MiB, got {max_message_size!r}")
         self.max_message_size = max_message_size
+        if not 0 <= tls_port <= 65535:
+            raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
+        self._tls = TlsListener(tls_ca_file) if tls else None
+        if schema_registry and not tls:
+            raise ConfigurationError("schema_registry needs tls=True: the registry's clients send bearer tokens over "
+                                     "HTTPS only")
+        self._registry = SchemaRegistry() if schema_registry else None
+        self._requested_registry_port = schema_registry_port
+        self._requested_tls_port = tls_port
         if idle_timeout is not None and idle_timeout <= 0:
             raise ConfigurationError(f"idle_timeout must be positive or None, got {idle_timeout}")
         self.hubs: dict[str, int] = dict(hubs)
@@ -331,6 +356,17 @@ class Emulator:
         except Exception as exc:
             await server.stop()
             raise EmulatorError(f"cannot start Capture to {self.history.target!r}: {exc}") from exc
+        if self._tls is not None:
+            try:
+                await self._tls.start(server, self.host, self._requested_tls_port)
+                if self._registry is not None:
+                    assert self._tls.context is not None
+                    await self._registry.start(self.host, self._requested_registry_port, self._tls.context)
+            except OSError as exc:
+                await server.stop()
+                await self.history.stop()
+                raise EmulatorError(f"cannot listen for TLS on {self.host}:{self._requested_tls_port}: "
+                                    f"{exc.strerror or exc}") from exc
         self._server = server
         self._host.server, self._host.loop = server, asyncio.get_running_loop()
         if self._requested_control_port is not None:
@@ -351,6 +387,10 @@ class Emulator:
         self._host.server = self._host.loop = None
         if control is not None:
             await control.stop()
+        if self._registry is not None:
+            await self._registry.stop()
+        if self._tls is not None:
+            await self._tls.stop()
         if server is not None:
             await server.stop()
             await self.history.stop()

@@ -30,7 +30,8 @@ from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import encode_value
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._hubs import Hub, Partition, StartPosition
+    from rxhubs.emulator._hubs import Hub, Partition
+    from rxhubs.emulator._selectors import StartPosition
     from rxhubs.emulator._server import Server
 
 __all__ = ["CAPABILITY", "GEO_OFFSET", "INVALID_OFFSET", "GeoOffsetError", "Replication", "offset_text", "restamp"]
@@ -97,7 +98,7 @@ class Replication:
             GeoOffsetError: An offset of another segment (a plain number once promoted, or another segment's
                 string), or one that is not an offset at all.
         """
-        from rxhubs.emulator._hubs import StartPosition
+        from rxhubs.emulator._selectors import StartPosition
 
         if start is None or start.kind != "offset" or start.value in ("-1", "@latest"):
             return start

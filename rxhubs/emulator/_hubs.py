@@ -13,21 +13,20 @@ import asyncio
 import bisect
 import logging
 import os
-import re
 import struct
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from rxhubs.emulator import _delivery
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, Timestamp
-from rxhubs.emulator._geo import GEO_OFFSET, offset_text, restamp
+from rxhubs.emulator._geo import offset_text, restamp
 from rxhubs.emulator._partition_key import partition_for_key
 from rxhubs.emulator._retention import Retention, expire
+from rxhubs.emulator._selectors import StartPosition
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
@@ -45,38 +44,6 @@ class Reader(Protocol):
 
     def evict(self, condition: str, description: str) -> None:
         """Detach the reader with an error (its partition was taken by a higher owner level)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StartPosition:
-    """Where a receiver starts: ``kind`` is offset, sequence or time; ``value`` a string from the filter."""
-
-    kind: str
-    value: str
-    inclusive: bool
-
-
-_FILTER = re.compile(
-    r"^\s*amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>)\s*'([^']*)'\s*$"
-)
-
-
-def parse_selector(selector: str) -> StartPosition:
-    """Parse an Event Hubs selector filter such as ``amqp.annotation.x-opt-offset > '-1'``.
-
-    Raises:
-        ValueError: The expression is not one the service understands.
-    """
-    m = _FILTER.match(selector)
-    if not m:
-        raise ValueError(f"unsupported selector filter: {selector!r}")
-    kind, op, value = m.groups()
-    if kind != "offset" or not (value in ("-1", "@latest") or GEO_OFFSET.match(value)):
-        try:
-            int(value)
-        except ValueError:
-            raise ValueError(f"bad value in selector filter: {selector!r}") from None
-    return StartPosition(kind, value, op == ">=")
 
 
 def now_ms() -> int:

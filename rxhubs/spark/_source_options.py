@@ -37,6 +37,9 @@ _KNOWN = {
     "receivetimeout",
     "failondataloss",
     "path",
+    "capturepath",
+    "capturenamespace",
+    "captureconnectionstring",
 }
 #: Options of a batch read only (``spark.read``): where it ends.
 BATCH_KEYS = frozenset({"endingposition", "eventhubs.endingposition", "eventhubs.endingpositions"})
@@ -76,7 +79,8 @@ class _Options:
                 f"unknown eventhubs source option(s) {', '.join(map(repr, unknown))}; known: connectionString, "
                 "eventHubName, fullyQualifiedNamespace, credential, credentialFactory, consumerGroup, "
                 "startingPosition, endingPosition (batch), checkpointStore, maxEventsPerTrigger, minPartitions, "
-                "prefetch, receiveTimeout, failOnDataLoss (and the Scala connector's eventhubs.connectionString, "
+                "prefetch, receiveTimeout, failOnDataLoss, capturePath, captureNamespace, captureConnectionString "
+                "(and the Scala connector's eventhubs.connectionString, "
                 "eventhubs.consumerGroup, eventhubs.startingPosition(s), eventhubs.endingPosition(s), "
                 "eventhubs.prefetchCount, eventhubs.receiverTimeout)"
             )
@@ -96,6 +100,12 @@ class _Options:
         self.prefetch = _positive_int(opts, "prefetch", "prefetch", 1000)
         self.receive_timeout = _seconds(opts["receivetimeout"])
         self.fail_on_data_loss = _flag(opts["failondataloss"], "failOnDataLoss")
+        #: Event Hubs Capture files of the hub: the range before the retention is read from them (docs/history.md)
+        self.capture_path = opts.get("capturepath") or None
+        self.capture_namespace = opts.get("capturenamespace") or None
+        self._capture_connection_string = opts.get("captureconnectionstring") or None
+        if self.capture_path is None and (self.capture_namespace or self._capture_connection_string):
+            raise ConfigurationError("captureNamespace and captureConnectionString go with capturePath")
         self.default_start: Start
         self.starting_map: dict[str, Start]
         if scala:
@@ -111,8 +121,20 @@ class _Options:
         return self.starting_map.get(partition_id, self.default_start)
 
     def hub(self, partition_ids: tuple[str, ...] = ()) -> EventHub:
-        """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`); see :meth:`Connection.hub`."""
-        return self.connection.hub(partition_ids)
+        """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`); see :meth:`Connection.hub`.
+
+        With ``capturePath``, a :class:`~rxhubs.sources.BackfillHub`: the range before the hub's retention is read
+        from the Capture files, the rest from the hub (same rows, same columns).
+        """
+        hub = self.connection.hub(partition_ids)
+        if self.capture_path is None:
+            return hub
+        from rxhubs.sources import BackfillHub, Capture
+
+        capture = Capture(self.capture_path, namespace=self.capture_namespace,
+                          connection_string=self._capture_connection_string, patience=self.receive_timeout,
+                          poll_interval=1.0)
+        return BackfillHub(hub, capture)  # type: ignore[return-value]  # the Hub protocol EventHub implements
 
     def redact(self, text: str) -> str:
         return self.connection.redact(text)

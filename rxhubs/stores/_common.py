@@ -84,7 +84,7 @@ def parse_sequence_number(value: object) -> int | None:
 def parse_offset(value: object) -> tuple[bool, str | None]:
     """``(valid, offset)``: an offset string (ints accepted), None when absent or empty; invalid otherwise.
 
-    Offsets are opaque (a geo-replicated namespace's are not numbers, see :func:`rxhubs._models.is_offset`): any
+    Offsets are opaque (a geo-replicated namespace's are not numbers, see :func:`rxhubs._models._events.is_offset`): any
     string that can be an offset is kept as written.
 
     Example:

@@ -146,3 +146,33 @@ def test_the_stores_keep_a_geo_replicated_offset_as_written(azurite: Any, blob_c
     blobs = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(blob_container)
     [blob] = list(blobs.list_blobs(include=["metadata"]))
     assert blob.metadata == {"offset": "1:0:4096", "sequencenumber": "7"}  # the official layout
+
+
+def test_checkpoints_reset_after_a_promotion_writes_offsets_the_official_processor_resumes_from(
+    emulator_factory: Any, azurite: Any, blob_container: str
+) -> None:
+    from rxhubs.operate import reset_positions
+
+    emulator = emulator_factory(hubs={"geo": 1})
+    conn, storage = emulator.connection_string("geo"), azurite.connection_string
+    send(conn, {"0": 10}, tag="before")
+
+    async def all_ten(seen: list[tuple[str, int]], _: Any) -> bool:
+        return len(seen) >= 10
+
+    asyncio.run(_consume(conn, storage, blob_container, until=all_ten, owner="a"))
+    assert _stored(storage, blob_container, conn)["0"][1] == 9
+    emulator.faults.promote()
+
+    async def back_three() -> Any:
+        hub = rxhubs.EventHub.from_connection_string(conn)
+        try:
+            async with BlobCheckpointStore.from_connection_string(storage, blob_container) as store:
+                return await reset_positions(hub, store, GROUP, shift_by=-3, execute=True)
+        finally:
+            await hub.close()
+
+    asyncio.run(back_three())
+    offset, number = _stored(storage, blob_container, conn)["0"]
+    assert number == 6 and str(offset).startswith("1:0:"), (offset, number)  # the event's offset in the new segment
+    assert official_first_events(conn, storage, blob_container, GROUP, 1) == {"0": 7}

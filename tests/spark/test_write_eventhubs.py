@@ -55,6 +55,29 @@ def received(conn_str: str, partitions: int) -> dict[str, list[Any]]:
     return asyncio.run(go())
 
 
+def official(conn_str: str, partitions: int) -> dict[str, list[Any]]:
+    """Every event of each partition as the official azure-eventhub client reads it (not rxhubs' own reader)."""
+    from azure.eventhub import EventHubConsumerClient
+
+    out: dict[str, list[Any]] = {}
+    for p in map(str, range(partitions)):
+        client = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default")
+        with client:
+            props = client.get_partition_properties(p)
+            want = 0 if props["is_empty"] else props["last_enqueued_sequence_number"] + 1
+            events: list[Any] = []
+            if want:
+                def on_batch(context: Any, batch: list[Any], events: list[Any] = events, want: int = want,
+                             client: Any = client) -> None:
+                    events.extend(batch)
+                    if len(events) >= want:
+                        client.close()
+
+                client.receive_batch(on_batch, partition_id=p, starting_position="-1", max_wait_time=5.0)
+        out[p] = events
+    return out
+
+
 @pytest.mark.parametrize(
     ("fields", "overwrite", "fragment"),
     [
@@ -133,6 +156,17 @@ def test_a_dataframe_round_trips_through_the_hub_row_for_row(spark: Any, emulato
     assert all(len(parts) == 1 for parts in by_key.values()), by_key  # a key lands on one partition
     assert back.rdd.getNumPartitions() >= 4  # the ranges were split across tasks
 
+    # and as the official client reads the hub: each row's key and properties, each key on one partition
+    seen = [(e.body_as_str().encode(), (e.partition_key or b"").decode(),
+             {k.decode(): v.decode() if isinstance(v, bytes) else v for k, v in (e.properties or {}).items()}, p)
+            for p, events in official(conn_str, 4).items() for e in events]
+    assert sorted(row[:3] for row in seen) == sorted(rows)
+    official_keys: dict[str, set[str]] = {}
+    for _, key, _, p in seen:
+        official_keys.setdefault(key, set()).add(p)
+    assert official_keys == by_key  # the same partition for each key, whoever reads
+    assert len({p for parts in by_key.values() for p in parts}) > 1  # and the keys were spread, not all on one
+
     with pytest.raises(Exception, match="give a partition or a partitionKey column, not both"):
         back.write.format("eventhubs").option("connectionString", conn_str).mode("append").save()
 
@@ -187,4 +221,9 @@ def test_a_stream_from_hub_a_to_hub_b_killed_9_and_restarted_from_its_checkpoint
     assert (commits / killed).exists()  # the killed micro-batch ran again
     got = [int(e.body) for events in received(b, 2).values() for e in events]
     assert sorted(set(got)) == [i * 10 for i in range(380)]  # 0 lost
+    # routed by partitionId, as the official client sees both hubs: each event in B's partition of the same id
+    # as its source event's in A (all of A's are on the partition of key "k")
+    source = {p: {int(e.body_as_str()) for e in events} for p, events in official(a, 2).items()}
+    target = {p: {int(e.body_as_str()) // 10 for e in events} for p, events in official(b, 2).items()}
+    assert target == source and sorted(len(v) for v in source.values()) == [0, 380], (source.keys(), target.keys())
     assert len(got) - 380 <= 50  # duplicates: at most the killed micro-batch (at least once)

@@ -35,7 +35,8 @@ from urllib.parse import urlparse
 STARTED = time.time()
 
 INTERVAL = 2.0
-EXPIRY = 6.0
+EXPIRY = float(os.environ.get("RXHUBS_BENCH_EXPIRY", "6.0"))  # ``scale --real`` gives its own (12 s)
+CHECKPOINT_S = float(os.environ.get("RXHUBS_BENCH_CHECKPOINT_INTERVAL", "1.0"))  # ``scale --real``: 5 s
 WORK_S = 0.02  # per batch, so a batch is in flight when ownership moves
 #: Each storage request and its answer, logged with ``RXHUBS_BENCH_DEBUG`` (what queued on the storage account)
 requests_log = logging.getLogger("rxhubs.bench.requests")
@@ -305,7 +306,7 @@ async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> N
         hub, "$Default", store, owner_id=args.owner, load_balancing_interval=INTERVAL,
         ownership_expiration=EXPIRY, max_batch_size=100,
         on_partition_initialize=record.claimed, on_partition_close=record.closed,
-    ).pipe(hops.process(work), hops.checkpoint(store, max_interval=1.0))
+    ).pipe(hops.process(work), hops.checkpoint(store, max_interval=CHECKPOINT_S))
     runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=shutdown, signals=()))
     await stop.wait()
     record.count_connections()

@@ -27,8 +27,6 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
-from rxhubs.errors import ConfigurationError
-
 __all__ = [
     "SCHEMA",
     "SCHEMA_TEXT",
@@ -66,7 +64,7 @@ def _fastavro() -> Any:
     try:
         import fastavro
     except ImportError as exc:  # pragma: no cover - an install without the extra
-        raise ConfigurationError("Event Hubs Capture files need fastavro: pip install 'rxhubs[capture]'") from exc
+        raise ImportError("Event Hubs Capture files need fastavro: pip install 'rxhubs[capture]'") from exc
     return fastavro
 
 

@@ -1,0 +1,234 @@
+"""``rxhubs bench scale --real``: many partitions in real processes: 1 -> 8 -> 4 consumers, fenced blob store.
+
+One emulator (own process) with a hub of 1,024 partitions (256 with ``--quick``, 32 with ``--smoke``; ``--partitions
+N`` for another count), one Azurite, a producer sending a steady trickle to every partition (one event per
+partition per round, ``--rate`` events/s in all, 200 by default), and consumer processes: the ``handover``
+scenario's rxhubs worker (``rxhubs.consume`` + 20 ms of work per batch + ``hops.checkpoint`` on the fenced
+``BlobCheckpointStore`` every 5 s, 2 s balancing interval, 12 s expiry). One consumer starts and takes every
+partition; seven more join (1 -> 8); four stop gracefully (8 -> 4); the rest stop at the end.
+
+Figures, each from this one run:
+
+* ``converge_1``, ``converge_8``, ``converge_4``: load-balancing intervals from each change (the first consumer's
+  start, the joins, the stops) until the ownership blobs show every partition owned by a live consumer and the
+  shares even (differing by at most one). Target: within 2 intervals per change.
+* ``store_requests_per_interval``: HTTP requests to the storage account per consumer per interval (counted in
+  each worker's storage pipeline, retries included), the busiest consumer, beside the official processor's rule
+  of one listing and one claim per interval plus its checkpoint writes.
+* ``memory_per_partition``: the first consumer's resident memory when it owned every partition, less a newcomer's
+  once it owns its share (both past their imports and connections), per partition of the difference.
+* ``owned_twice``: events processed by two consumers (target 0); ``events_lost``: events sent that nobody
+  processed (target 0).
+
+The machine's load average is printed beside the figures: this runs many processes on a shared machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rxhubs.bench._procs import emulator_process
+from rxhubs.bench._report import figure, sized
+from rxhubs.bench.handover._scenario import _producer
+from rxhubs.bench.handover._worker import INTERVAL
+
+FULL, QUICK, SMOKE = (1024, 8, 4), (256, 8, 4), (32, 4, 2)
+RATE = 200
+#: Ownership expiry of the run's consumers (6 x the interval, as the chaos run): with 8 processes on two cores a
+#: renewal can come late, and a partition taken over on expiry is read twice by design (the old owner is fenced).
+EXPIRY = 12.0
+#: ``hops.checkpoint``'s default: at 1,024 partitions one write per partition per second would be 1,024 requests a
+#: second to the storage account from one consumer (on this machine Azurite then answers past the store timeout,
+#: renewals fail and partitions expire: read twice, by design); see docs/operations.md, "Large hubs".
+CHECKPOINT_S = 5.0
+SETTLE_INTERVALS = 2  # intervals the group runs converged before the next change
+TIMEOUT_INTERVALS = 60  # a change that has not converged by then is reported as such
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class _Group:
+    """The consumer processes and what the ownership blobs say about them."""
+
+    def __init__(self, env: dict[str, str], container: str, folder: Path, partitions: int) -> None:
+        self.env, self.container, self.folder, self.partitions = env, container, folder, partitions
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, owner: str) -> None:
+        logs = os.environ.get("RXHUBS_BENCH_WORKER_LOGS")  # a folder: keep each worker's stderr there
+        stderr: Any = open(Path(logs) / f"{owner}.log", "w") if logs else subprocess.DEVNULL  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rxhubs.bench.handover._worker", "--impl", "rxhubs", "--owner", owner,
+             "--container", self.container, "--out", str(self.folder / f"{owner}.json")],
+            env={**os.environ, **self.env}, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )
+        if logs:
+            stderr.close()  # the child has its own copy
+        assert proc.stdout is not None
+        proc.stdout.readline()  # "ready"
+        self.procs[owner] = proc
+
+    def stop(self, owners: list[str]) -> None:
+        for owner in owners:
+            self.procs[owner].send_signal(signal.SIGTERM)
+        for owner in owners:
+            self.procs[owner].wait(timeout=300)
+
+    @property
+    def live(self) -> list[str]:
+        return [o for o, p in self.procs.items() if p.poll() is None]
+
+    async def owners(self, store: Any, ns: str, hub: str) -> dict[str, str]:
+        return {o.partition_id: o.owner_id for o in await store.list_ownership(ns, hub, "$Default")}
+
+    def converged(self, owners: dict[str, str], live: list[str]) -> bool:
+        if len(owners) < self.partitions or any(owners.get(str(p)) not in live for p in range(self.partitions)):
+            return False
+        shares = Counter(owners.values())
+        counts = [shares.get(o, 0) for o in live]
+        return max(counts) - min(counts) <= 1
+
+
+async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, few: int) -> dict[str, Any]:
+    from rxhubs.stores import BlobCheckpointStore
+
+    result: dict[str, Any] = {}
+    async with BlobCheckpointStore.from_connection_string(storage, group.container) as store:
+
+        async def until_converged(name: str, began: float, owners: list[str]) -> None:
+            deadline = began + TIMEOUT_INTERVALS * INTERVAL
+            while time.time() < deadline:
+                if group.converged(await group.owners(store, ns, hub), owners):
+                    result[name] = round((time.time() - began) / INTERVAL, 2)
+                    return
+                await asyncio.sleep(0.2)
+            result[name] = None  # did not converge
+
+        changes: dict[str, float] = {}
+        result["changes"] = changes
+        await asyncio.to_thread(group.start, "c0")
+        began = changes["start c0"] = time.time()  # from its "ready" (process start-up is not balancing)
+        await until_converged("converge_1", began, ["c0"])
+        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+        all_kib = _rss_kib(group.procs["c0"].pid)  # the first consumer, every partition owned
+        await asyncio.gather(*(asyncio.to_thread(group.start, f"c{i}") for i in range(1, many)))
+        began = changes[f"join c1-c{many - 1}"] = time.time()  # all of them ready
+        await until_converged(f"converge_{many}", began, [f"c{i}" for i in range(many)])
+        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+        # a newcomer owns a share, has imported and connected as the first did, and never held more: the
+        # difference per partition is what a partition costs a consumer (imports and connections cancel out)
+        share_kib = sum(_rss_kib(group.procs[f"c{i}"].pid) for i in range(1, many)) / (many - 1)
+        result["memory_per_partition_kib"] = round((all_kib - share_kib) / (group.partitions * (1 - 1 / many)), 2)
+        result["memory_kib"] = {"one_consumer_all": all_kib, "newcomer_share": round(share_kib)}
+        began = changes[f"stop c{few}-c{many - 1}"] = time.time()
+        leaving = [f"c{i}" for i in range(few, many)]
+        stopping = asyncio.ensure_future(asyncio.to_thread(group.stop, leaving))
+        await until_converged(f"converge_{few}", began, [f"c{i}" for i in range(few)])
+        await stopping
+        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+    return result
+
+
+def _ledger(
+    folder: Path, owners: list[str], began: float
+) -> tuple[dict[str, Any], Counter[tuple[str, int]], dict[str, dict[str, float]]]:
+    records = {o: json.loads((folder / f"{o}.json").read_text()) for o in owners}
+    processed: Counter[tuple[str, int]] = Counter()
+    by: dict[str, dict[str, float]] = {}  # "pid/seq" -> owner -> seconds into the run it was processed
+    for owner, record in records.items():
+        for pid, seq, at in record["processed"]:
+            processed[(pid, seq)] += 1
+            by.setdefault(f"{pid}/{seq}", {})[owner] = round(at - began, 2)
+    return records, processed, by
+
+
+def run(args: Any) -> list[dict[str, Any]]:
+    """The run above; see the module."""
+    from rxhubs.testing._azurite import Azurite
+
+    partitions, many, few = sized(args, FULL, QUICK, SMOKE)
+    partitions = getattr(args, "partitions", None) or partitions
+    rate = getattr(args, "rate", None) or RATE
+    stop, warm, sent_log = threading.Event(), threading.Event(), []  # type: ignore[var-annotated]
+    counts: dict[str, int] = {}
+    with emulator_process({"scale": partitions}) as conns, Azurite() as azurite, \
+            tempfile.TemporaryDirectory() as tmp:
+        conn = conns["scale"]
+        env = {"RXHUBS_BENCH_EVENTHUB": conn, "RXHUBS_BENCH_STORAGE": azurite.connection_string,
+               "RXHUBS_BENCH_EXPIRY": str(EXPIRY), "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(CHECKPOINT_S)}
+        group = _Group(env, f"scale-{uuid.uuid4().hex[:10]}", Path(tmp), partitions)
+        producer = threading.Thread(target=_producer, args=(conn, stop, partitions, warm), daemon=True,
+                                    kwargs={"rate": rate, "sent": sent_log})
+        producer.start()
+        # the SDK's producer opens a link per partition at its first send to it: at 256 partitions on a loaded
+        # machine its first round took the whole run (one event per partition); start once it sends steadily
+        warm.wait(60 + partitions)
+        began = time.time()
+        try:
+            import rxhubs
+
+            hub = rxhubs.EventHub.from_connection_string(conn)
+            ns, name = hub.fully_qualified_namespace, hub.eventhub_name
+            found = asyncio.run(_measure(group, azurite.connection_string, ns, name, many, few))
+            stop.set()
+            producer.join(60)
+            time.sleep(3 * INTERVAL)  # the last events read and checkpointed
+            load = os.getloadavg()[0]
+
+            async def last_sequence_numbers() -> dict[str, int]:
+                try:
+                    props = [await hub.get_partition_properties(str(p)) for p in range(partitions)]
+                finally:
+                    await hub.close()
+                return {p.partition_id: p.last_enqueued_sequence_number for p in props}
+
+            counts = asyncio.run(last_sequence_numbers())
+        finally:
+            stop.set()
+            group.stop(group.live)
+        seconds = time.time() - began
+        records, processed, by = _ledger(group.folder, list(group.procs), began)
+    lost = sum(1 for pid, last in counts.items() for seq in range(last + 1) if (pid, seq) not in processed)
+    twice = sum(1 for owners in by.values() if len(owners) > 1)
+    examples = dict(list(((k, v) for k, v in by.items() if len(v) > 1))[:5])
+    per_interval = [r["store_calls"] / max(1.0, (seconds - (r["started"] - began)) / INTERVAL)
+                    for r in records.values()]
+    extra: dict[str, Any] = {"partitions": partitions, "consumers": f"1 -> {many} -> {few}",
+                             "load_average": round(load, 2)}
+    scenario = "scale_real"
+    out = [figure(scenario, name, "intervals", value if value is not None else -1.0, None, None,
+                  "<= 2 intervals", higher_is_better=False, met=value is not None and value <= 2.0, **extra)
+           for name, value in ((k, found[k]) for k in ("converge_1", f"converge_{many}", f"converge_{few}"))]
+    out.append(figure(scenario, "store_requests_per_interval", "requests", round(max(per_interval), 2), None,
+                      "official processor's rule: 1 listing + 1 claim per interval, plus checkpoint writes", None,
+                      higher_is_better=False, median=round(sorted(per_interval)[len(per_interval) // 2], 2),
+                      **extra))
+    out.append(figure(scenario, "memory_per_partition", "KiB", found["memory_per_partition_kib"], None, None, None,
+                      higher_is_better=False, rss_kib=found["memory_kib"], **extra))
+    out.append(figure(scenario, "owned_twice", "events", float(twice), None, None, "0", higher_is_better=False,
+                      met=twice == 0, examples=examples,
+                      changes={k: round(v - began, 2) for k, v in found["changes"].items()}, **extra))
+    out.append(figure(scenario, "events_lost", "events", float(lost), None, None, "0", higher_is_better=False,
+                      met=lost == 0, processed=sum(processed.values()), sent=sum(c + 1 for c in counts.values()),
+                      **extra))
+    return out
