@@ -20,7 +20,7 @@ from rxhubs.spark._connection import close_hub
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._source_options import _Options
 
-__all__ = ["DataLossError", "check_loss", "read_range"]
+__all__ = ["DataLossError", "check_loss", "read_events", "read_range"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
@@ -59,7 +59,23 @@ def check_loss(opts: _Options, partition: SequenceRange, first: int) -> None:
 
 
 def read_range(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
-    """Pull the events of ``partition`` and yield them as Arrow record batches (see the streaming reader)."""
+    """Pull the events of ``partition`` and yield them as Arrow record batches (see the streaming reader).
+
+    With the compiled Arrow builder, straight from the frames (:mod:`rxhubs.spark._arrow_read`); without it (no
+    compiler at install, or ``RXHUBS_NO_EXTENSIONS=1``: said once in the log), as events (:func:`read_events`).
+    """
+    from rxhubs.spark._arrow_batch import frame_columns
+
+    columns = frame_columns()
+    if columns is None:
+        return read_events(opts, partition)
+    from rxhubs.spark._arrow_read import read_frames
+
+    return read_frames(opts, partition, columns)
+
+
+def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
+    """The events of ``partition`` through a receiver, converted by :func:`~rxhubs.spark.to_arrow`."""
     loop = asyncio.new_event_loop()
     hub = opts.hub(partition_ids=(partition.partition,))  # planned from the hub's partitions: no need to ask
     context = PartitionContext(opts.namespace, opts.eventhub_name, opts.consumer_group, partition.partition)

@@ -21,7 +21,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from azure.eventhub import __version__ as sdk_version
 
@@ -34,7 +34,8 @@ from rxhubs.transport._warm import adopt
 from rxhubs.transport._warm import close_session as _close_warm
 
 __all__ = [
-    "DIRECT_VARIABLE", "delivery_tags", "direct_supported", "receive_direct", "record_public", "sdk_version_supported",
+    "DIRECT_VARIABLE", "FrameSink", "delivery_tags", "direct_supported", "receive_direct", "record_public",
+    "sdk_version_supported",
 ]
 
 _log = logging.getLogger("rxhubs.transport.azure")
@@ -168,13 +169,43 @@ async def _no_callback(*_: Any) -> None:  # the SDK's consumer wants one; the di
     return None
 
 
+class FrameSink(Protocol):
+    """Where a receive loop puts events itself instead of handing messages over (the Spark source's builder).
+
+    ``parse`` is :func:`~rxhubs.transport._frames_py.parse`'s contract with a count of events kept instead of a
+    list of messages; ``add_message`` takes each message the SDK decoded (a frame ``parse`` handed back, or every
+    message on the SDK's own loop), at once, so the order stays; ``pushed(n)`` says ``n`` events arrived;
+    ``has_room`` says whether the loop may read on.
+    """
+
+    def parse(self, buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[int, int, Any, Any]: ...
+
+    def add_message(self, message: Any) -> None: ...
+
+    def pushed(self, count: int) -> None: ...
+
+    def has_room(self) -> bool: ...
+
+
+class _Forwarding(deque[Any]):
+    """The consumer's message buffer when a :class:`FrameSink` keeps the events: each message goes to it at once."""
+
+    def __init__(self, sink: FrameSink) -> None:
+        super().__init__()
+        self._sink = sink
+
+    def append(self, item: Any) -> None:
+        self._sink.add_message(item)
+
+
 def _native_link(
-    handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str
+    handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str,
+    frames: FrameSink | None = None,
 ) -> NativeLink | None:
     """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed."""
     log_receive_path()
     reader = compiled_reader()
-    if reader is None:
+    if reader is None and frames is None:
         record(partition_id, "sdk-loop", receive_path(), chosen=extensions_disabled())
         return None
 
@@ -183,7 +214,11 @@ def _native_link(
         arrived.set()
 
     try:
-        native = NativeLink(reader.parse_frames, handler, prefetch, push)
+        if frames is not None:
+            native = NativeLink(frames.parse, handler, prefetch, frames.pushed)
+        else:
+            assert reader is not None
+            native = NativeLink(reader.parse_frames, handler, prefetch, push)
     except NotImplementedError as exc:
         _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
         record(partition_id, "sdk-loop", str(exc), chosen=False)
@@ -222,6 +257,7 @@ async def receive_direct(
     open_timeout: float | None = None,
     warm: Any | None = None,
     on_native: Callable[[NativeLink | None], None] | None = None,
+    frames: FrameSink | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -235,6 +271,8 @@ async def receive_direct(
     authentication, attach) taking more than ``open_timeout`` seconds raises a retriable ``TransportError``.
     ``warm``: a session opened ahead to attach the link on (closed if it cannot be used).
     ``on_native(native)``: called once the link is open, with its :class:`NativeLink` (None on the SDK's loop).
+    ``frames``: a :class:`FrameSink` that keeps the events itself (``deliver`` is then never called, and the loop
+    reads while ``frames.has_room()``).
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -253,7 +291,7 @@ async def receive_direct(
     # seconds. So the buffer signals each arrival, and a second task hands messages over as they come (those
     # that arrive within COALESCE of the first together).
     arrived = asyncio.Event()
-    buffer: _SignallingDeque = _SignallingDeque(arrived.set)
+    buffer: deque[Any] = _SignallingDeque(arrived.set) if frames is None else _Forwarding(frames)
     consumer._message_buffer = buffer
     drained = asyncio.Event()
 
@@ -288,16 +326,18 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
-            native = _native_link(handler, prefetch, buffer, arrived, partition_id)
+            native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames)
             if on_native is not None:
                 on_native(native)
-            drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
+            if frames is None:
+                drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
 
             def has_room() -> bool:
                 return len(buffer) < prefetch
 
+            room_left = has_room if frames is None else frames.has_room
             while True:
-                if drainer.done():
+                if drainer is not None and drainer.done():
                     drainer.result()  # its error, if any
                 link.reading = False  # waiting for room is not silence (backpressure)
                 await room()
@@ -306,7 +346,7 @@ async def receive_direct(
                     await drained.wait()
                     continue
                 link.reading = True
-                if native is not None and await native.pump(has_room):
+                if native is not None and await native.pump(room_left):
                     cancels.check()
                     continue  # full: wait for room
                 if not await handler.do_work_async(batch=prefetch):

@@ -76,7 +76,7 @@ class NativeLink:
     Raises ``NotImplementedError`` naming the private part that is missing, before any I/O.
     """
 
-    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[list[Any]], None]):
+    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[Any], None]):
         connection: Any = getattr(handler, "_connection", None)
         link: Any = getattr(handler, "_link", None)
         transport: Any = getattr(connection, "_transport", None)
@@ -156,7 +156,7 @@ class NativeLink:
                 return False
         return True
 
-    def _parsed(self, data: bytes) -> tuple[list[Any], int, Any, Any, int]:
+    def _parsed(self, data: bytes) -> tuple[Any, int, Any, Any, int]:
         """The compiled reader's parse of ``data`` (``parse_frames``).
 
         While the SDK's link holds part of a delivery (it read the first frames itself, in one of its steps), the
@@ -167,8 +167,10 @@ class NativeLink:
             if 8 <= size <= len(data):
                 return [], size, (int.from_bytes(data[6:8], "big"), data[:size]), None, 0
             return _NOTHING
-        out: tuple[list[Any], int, Any, Any, int] = self._parse(data, self._channel, self._handle)
-        return out
+        out = self._parse(data, self._channel, self._handle)
+        if len(out) == 4:  # a parser without frame counts (the Spark source's builder: one frame per event)
+            return (*out, out[0] if isinstance(out[0], int) else len(out[0]))
+        return out  # type: ignore[no-any-return]
 
     def _check_size(self, data: bytes, at: int) -> None:
         """An incomplete frame whose size is over the connection's maximum is garbage: never wait for it."""
@@ -188,9 +190,12 @@ class NativeLink:
         ready: bool = await self._handler.client_ready_async()
         return ready
 
-    async def _delivered(self, messages: list[Any], last: Any, frames: int) -> None:
-        """The session's (per transfer frame) and link's (per delivery) bookkeeping, once; then hand them over."""
-        n = len(messages)
+    async def _delivered(self, messages: list[Any] | int, last: Any, frames: int) -> None:
+        """The session's (per transfer frame) and link's (per delivery) bookkeeping, once; then hand them over.
+
+        ``messages`` is a count instead when the parser keeps the events itself (the Spark source's Arrow builder).
+        """
+        n = messages if isinstance(messages, int) else len(messages)
         session, link = self._session, self._link
         session.next_incoming_id += frames
         session.remote_outgoing_window -= frames

@@ -73,7 +73,9 @@ def test_kill_and_handovers_during_the_backfill_lose_nothing_and_the_delta_table
     root = tmp_path / "capture"
     emulator = emulator_with_history(root, partitions=PARTITIONS)
     conn = emulator.connection_string(HUB)
-    env = {"RXHUBS_TEST_EVENTHUB": conn, "RXHUBS_TEST_CAPTURE": str(root), "RXHUBS_TEST_SLOW": "0.3"}
+    # 0.8 s per batch of 50: the backfill of the 1,500 captured-only events lasts ~24 s per partition, so the kill
+    # and the handover land inside it even when starting a process takes ~15 s on a loaded machine
+    env = {"RXHUBS_TEST_EVENTHUB": conn, "RXHUBS_TEST_CAPTURE": str(root), "RXHUBS_TEST_SLOW": "0.8"}
     procs: list[subprocess.Popen[str]] = []
     try:
         asyncio.run(fill(conn, PARTITIONS))

@@ -25,7 +25,7 @@ def run(args: Any) -> list[dict[str, Any]]:
     if getattr(args, "real", False):
         from rxhubs.bench.rebalance import _real
 
-        return _real.run(args)
+        return _real.run_real(args)
     quiet = logging.getLogger("rxhubs")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # crashed consumers' failed releases are expected here

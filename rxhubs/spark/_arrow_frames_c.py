@@ -1,0 +1,1 @@
+_arrow_frames_py.py

@@ -1,0 +1,1 @@
+_arrow_values_py.py
