@@ -1,9 +1,10 @@
-"""Build of the optional compiled frame readers (everything else is in pyproject.toml).
+"""Build of the optional compiled frame readers and the send path's encoder (everything else is in pyproject.toml).
 
 ``rxhubs/transport/_frames_c.py`` is a link to ``_frames_py.py``: Cython compiles that one source with the C
-types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. The Spark source's Arrow builder is
-built the same way from ``rxhubs/spark/_arrow_values_py.py`` and ``_arrow_frames_py.py`` (links
-``_arrow_values_c.py`` and ``_arrow_frames_c.py``, types in their ``.pxd``). The extensions are optional: where
+types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. The send path's encoder
+(``rxhubs/transport/_encode_py.py``, link ``_encode_c.py``) and the Spark source's Arrow builder
+(``rxhubs/spark/_arrow_values_py.py`` and ``_arrow_frames_py.py``, links ``_arrow_values_c.py`` and
+``_arrow_frames_c.py``) are built the same way, types in their ``.pxd``. The extensions are optional: where
 Cython or a C compiler is missing, or with ``RXHUBS_NO_EXTENSIONS=1``, the build leaves it out and rxhubs runs
 its pure-Python receive path (``docs/performance.md``). ``RXHUBS_REQUIRE_EXTENSIONS=1`` makes a failed build an
 error instead (CI).
@@ -37,7 +38,8 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    modules = ("rxhubs.transport._frames_c", "rxhubs.spark._arrow_values_c", "rxhubs.spark._arrow_frames_c")
+    modules = ("rxhubs.transport._frames_c", "rxhubs.transport._encode_c", "rxhubs.spark._arrow_values_c",
+               "rxhubs.spark._arrow_frames_c")
     compiled = [_compiled(name, required) for name in modules]
     built = cythonize(
         compiled, language_level=3, quiet=True,

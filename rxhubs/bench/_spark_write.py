@@ -11,13 +11,15 @@ partition's events into as few service batches as fit.
   properties, partition by partition, ``create_batch`` / ``add`` / ``send_batch``.
 
 After each run the hub's partition properties must show every event arrived. A warm-up of each goes first
-(JVM, Python workers), then the two alternate and medians are reported, with the ratio per core as well (the
-Spark write uses two cores, the SDK producer one). Target: >= 1.0x.
+(JVM, Python workers), then the two alternate and medians are reported, in total and per core (the Spark write
+uses two cores, the SDK producer one). Target: >= 3x the SDK producer per core. The Spark tasks send through
+``EventHub.publish``, the native send path (compiled encoder) where it is built.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from typing import Any
@@ -112,20 +114,13 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     finally:
         df.unpersist()
     spark_rate, sdk_rate = statistics.median(rates["spark"]), statistics.median(rates["sdk"])
+    extra: dict[str, Any] = {"partitions": PARTITIONS, "events": events, "spark_master": "local[2]", "spark_cores": 2,
+                             "baseline_cores": 1, "load_average": [round(x, 2) for x in os.getloadavg()]}
+    baseline = "azure-eventhub EventHubProducerClient, one process, batches per partition, same rows and hub"
     return [
-        figure(
-            SCENARIO,
-            "events_per_s_written",
-            "events/s",
-            round(spark_rate),
-            round(sdk_rate),
-            "azure-eventhub EventHubProducerClient, one process, batches per partition, same rows and hub",
-            ">= 1.0x",
-            partitions=PARTITIONS,
-            events=events,
-            spark_master="local[2]",
-            spark_cores=2,
-            baseline_cores=1,
-            ratio_per_core=round(spark_rate / 2 / sdk_rate, 4),
-        )
+        figure(SCENARIO, "events_per_s_written", "events/s", round(spark_rate), round(sdk_rate), baseline, None,
+               **extra),
+        # the target: per core (the Spark write uses two, the SDK producer one)
+        figure(SCENARIO, "events_per_s_written_per_core", "events/s per core", round(spark_rate / 2),
+               round(sdk_rate), baseline, ">= 3.0x", **extra),
     ]

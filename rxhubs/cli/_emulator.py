@@ -55,6 +55,9 @@ def add_parser(subparsers: Any) -> None:
                         help="also serve AMQP over WebSockets on this port (0 picks a free one)")
     parser.add_argument("--control-port", type=int, default=None, metavar="PORT",
                         help="serve the fault control API on 127.0.0.1:PORT (0 picks a free one)")
+    parser.add_argument("--max-message-size", type=int, default=1024 * 1024, metavar="BYTES",
+                        help="the largest message a producer may send (default 1 MiB as on Standard; 20971520 for "
+                             "Dedicated's 20 MiB)")
     add_history_arguments(parser)
     parser.set_defaults(run=run)
     from rxhubs.cli._emulator_fault import add_fault_parser
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     emulator = Emulator(hubs, host=args.host, port=args.port, data_dir=args.data_dir,
                         consumer_groups=args.consumer_group, keys=parse_keys(args.keys),
                         websocket_port=args.websocket_port, control_port=args.control_port,
-                        **history_options(args))
+                        max_message_size=args.max_message_size, **history_options(args))
     return asyncio.run(_serve(emulator))
 
 

@@ -16,7 +16,6 @@ from rxhubs.emulator._codec import Array, Described
 from rxhubs.emulator._fault_state import BUSY, BUSY_TEXT
 from rxhubs.emulator._geo import GeoOffsetError
 from rxhubs.emulator._links import (
-    MAX_MESSAGE_SIZE,
     RUNTIME_METRIC,
     ConsumerLink,
     IncomingLink,
@@ -195,7 +194,7 @@ class Session:
         self.send(fr.attach_frame(
             self.channel, name=name, handle=ours, role_receiver=client_sends, source=raw_source, target=raw_target,
             initial_delivery_count=delivery_count,
-            max_message_size=MAX_MESSAGE_SIZE if client_sends else None,
+            max_message_size=self.connection.server.max_message_size if client_sends else None,
             offered_capabilities=offered_capabilities(perf.field(12)) if not client_sends else None,
             snd_settle_mode=perf.field(3) if isinstance(perf.field(3), int) else 2,
             rcv_settle_mode=perf.field(4) if isinstance(perf.field(4), int) else 0,

@@ -74,7 +74,7 @@ class Connection:
 
     def reserve_partial(self, n: int) -> None:
         self.partial_bytes += n
-        if self.partial_bytes > PARTIAL_BUDGET:
+        if self.partial_bytes > max(PARTIAL_BUDGET, 2 * self.server.max_message_size):  # (20 MiB on Dedicated)
             raise ProtocolError(fr.RESOURCE_LIMIT, "Too many bytes of unfinished messages on this connection.")
 
     def release_partial(self, n: int) -> None:

@@ -74,6 +74,9 @@ class Emulator(TlsAccess):
         control_port: Also serve the fault control API (JSON over HTTP, what ``rxhubs emulator fault`` calls)
             on this port of 127.0.0.1, whatever ``host`` is; 0 picks a free one (read :attr:`control_address`).
             None (the default): no control API. :attr:`faults` works from Python either way.
+        max_message_size: The largest message (an event, or a batch of events) a producer may send, in bytes:
+            1 MiB, as on the Standard tier, by default; up to 20 MiB as on Dedicated (at most 256 MiB).
+            Advertised on producer links; larger sends are rejected with ``amqp:link:message-size-exceeded``.
         identities: Local Entra ID identities (:class:`~rxhubs.emulator.LocalIdentity`) whose bearer tokens to
             accept, as the service accepts Entra ID tokens: clients authenticate with
             ``identity.credential()`` and ``EventHub(namespace, hub, credential, use_development_emulator=True)``.
@@ -137,7 +140,8 @@ class Emulator(TlsAccess):
                  capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
                  capture_namespace: str = "emulator", capture_connection_string: str | None = None,
                  tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None,
-                 schema_registry: bool = False, schema_registry_port: int = 0) -> None:
+                 schema_registry: bool = False, schema_registry_port: int = 0,
+                 max_message_size: int = 1024 * 1024) -> None:
         if not hubs:
             raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
         seen: dict[str, str] = {}
@@ -161,6 +165,10 @@ class Emulator(TlsAccess):
             raise ConfigurationError(f"websocket_port must be between 0 and 65535 or None, got {websocket_port}")
         if control_port is not None and not 0 <= control_port <= 65535:
             raise ConfigurationError(f"control_port must be between 0 and 65535 or None, got {control_port}")
+        if isinstance(max_message_size, bool) or not isinstance(max_message_size, int) or not (
+                1024 <= max_message_size <= 256 * 1024 * 1024):
+            raise ConfigurationError(f"max_message_size must be from 1024 bytes to 256 MiB, got {max_message_size!r}")
+        self.max_message_size = max_message_size
         if not 0 <= tls_port <= 65535:
             raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
         self._tls = TlsListener(tls_ca_file) if tls else None
@@ -329,7 +337,8 @@ class Emulator(TlsAccess):
             server = Server(self.hubs, consumer_groups=self.consumer_groups[1:], data_dir=self.data_dir,
                             keys=self._keys, refuse_consumers_at_attach=self._refuse_consumers_at_attach,
                             idle_timeout=self._idle_timeout, faults=self._fault_state, link_log=self._link_log,
-                            identities=self.identities, retention=self.history.retention)
+                            identities=self.identities, retention=self.history.retention,
+                            max_message_size=self.max_message_size)
         except OSError as exc:
             raise EmulatorError(f"cannot open the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 _LOG = logging.getLogger("rxhubs.emulator")
 
-MAX_MESSAGE_SIZE = 1024 * 1024
+MAX_MESSAGE_SIZE = 1024 * 1024  # the default of Emulator(max_message_size=...), as on the Standard tier
 INCOMING_CREDIT = 5000
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 DELIVERY_BATCH = 256
@@ -111,7 +111,7 @@ class IncomingLink(Link):
             return
         if not self._oversized:
             self._size += len(perf.payload)
-            limit = MAX_MESSAGE_SIZE if self.node is None else 64 * 1024
+            limit = self.session.connection.server.max_message_size if self.node is None else 64 * 1024
             if self._size > limit:
                 self._oversized = True
                 self.session.connection.release_partial(self._size - len(perf.payload))
@@ -145,7 +145,8 @@ class IncomingLink(Link):
         if oversized:
             return fr.rejected_state(fr.MESSAGE_SIZE_EXCEEDED,
                                      f"The received message (delivery-id:{first.field(1)}, size:{self._size} bytes) "
-                                     f"exceeds the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
+                                     f"exceeds the limit ({self.session.connection.server.max_message_size} bytes) "
+                                     "currently allowed on the link.")
         try:
             if self.node is not None:
                 if self.session.handle_request(self.node, payload):

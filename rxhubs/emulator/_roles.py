@@ -58,6 +58,9 @@ class ServerRole(Protocol):
     def refuse_consumers_at_attach(self) -> bool: ...
 
     @property
+    def max_message_size(self) -> int: ...
+
+    @property
     def faults(self) -> FaultState: ...
 
     @property

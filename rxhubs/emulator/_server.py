@@ -31,9 +31,10 @@ class Server:
                  keys: dict[str, str] | None, idle_timeout: float | None,
                  refuse_consumers_at_attach: bool = False, faults: FaultState | None = None,
                  link_log: LinkLog | None = None, identities: tuple[LocalIdentity, ...] = (),
-                 retention: dict[str, Retention] | None = None) -> None:
+                 retention: dict[str, Retention] | None = None, max_message_size: int = 1024 * 1024) -> None:
         kept = retention or {}
         self.hubs = {name: Hub(name, count, consumer_groups, data_dir, kept.get(name)) for name, count in hubs.items()}
+        self.max_message_size = max_message_size  # what a producer may send in one message (advertised at attach)
         self.replication = Replication(data_dir)  # geo-replication: the segment a promotion moves to (_geo)
         for hub in self.hubs.values():
             self.replication.apply(hub)

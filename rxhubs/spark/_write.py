@@ -130,19 +130,27 @@ class _Sender:
         return EventHubsCommitMessage(task, sent)
 
     def _groups(self, batch: Any, first_row: int, task: int) -> dict[Target, list[tuple[int, OutgoingEvent]]]:
+        import pyarrow as pa
+
         body_col, pid_col, key_col, has_props = self._columns
-        bodies = batch.column(body_col).to_pylist()
-        pids = batch.column(pid_col).to_pylist() if pid_col else None
+        column = batch.column(body_col)
+        if column.null_count:
+            i = column.is_null().to_pylist().index(True)
+            raise ConfigurationError(f"row {first_row + i} of write task {task}: body is null")
+        # a string column read as binary: the same buffers, bytes per row without an encode in Python
+        bodies = (column.cast(pa.binary()) if pa.types.is_string(column.type) else column).to_pylist()
+        pids = batch.column(pid_col).cast(pa.string()).to_pylist() if pid_col else None
         keys = batch.column(key_col).to_pylist() if key_col else None
         props = batch.column("properties").to_pylist() if has_props else None
+        shared: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}  # equal maps share one dict (encoded once)
         groups: dict[Target, list[tuple[int, OutgoingEvent]]] = {}
-        for i, body in enumerate(bodies):
-            if body is None:
-                raise ConfigurationError(f"row {first_row + i} of write task {task}: body is null")
-            data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-            properties = dict(props[i]) if props is not None and props[i] is not None else {}
-            pid = pids[i] if pids is not None else None
-            target = (None if pid is None else str(pid), keys[i] if keys is not None else None)
+        none: dict[str, str] = {}
+        for i, data in enumerate(bodies):
+            properties = none
+            if props is not None and props[i]:
+                pairs = tuple(props[i])
+                properties = shared.get(pairs) or shared.setdefault(pairs, dict(pairs))
+            target = (pids[i] if pids is not None else None, keys[i] if keys is not None else None)
             groups.setdefault(target, []).append((first_row + i, OutgoingEvent(data, properties)))
         return groups
 

@@ -218,7 +218,7 @@ def _native_link(
             native = NativeLink(frames.parse, handler, prefetch, frames.pushed)
         else:
             assert reader is not None
-            native = NativeLink(reader.parse, handler, prefetch, push)
+            native = NativeLink(reader.parse_frames, handler, prefetch, push)
     except NotImplementedError as exc:
         _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
         record(partition_id, "sdk-loop", str(exc), chosen=False)

@@ -7,9 +7,9 @@ package is built with a compiler. :mod:`rxhubs.transport._frames` picks one at i
 :func:`parse` takes the bytes read from a receive connection and decodes every complete transfer frame of one
 link (its channel and handle) straight into the ``Message`` tuple pyamqp's own ``decode_payload`` builds, with
 the same values (AMQP strings and symbols as bytes, timestamps as int milliseconds, the five delivery outcomes
-as ``{name: value}``). It stops at the first frame it leaves to the SDK (any other performative or channel, a
-multi-frame or aborted delivery, a value type pyamqp itself cannot decode) and hands that frame back whole, so
-the caller keeps the order of frames.
+as ``{name: value}``), joining a delivery of several frames (a large event) once all are in the buffer. It stops
+at the first frame it leaves to the SDK (another performative, channel or link, an aborted or resumed transfer, a
+value type pyamqp itself cannot decode) and hands that frame back whole: the caller keeps the order of frames.
 """
 
 import struct
@@ -20,7 +20,7 @@ from azure.eventhub._pyamqp.message import Header, Message, Properties
 
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
-__all__ = ["FrameError", "Unsupported", "decode_message", "parse"]
+__all__ = ["FrameError", "Unsupported", "decode_message", "parse", "parse_frames"]
 
 _float = struct.Struct(">f").unpack_from
 _double = struct.Struct(">d").unpack_from
@@ -263,24 +263,23 @@ def _decode(r: _Reader, pos: int, end: int) -> Any:
 def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object]:
     """Decode the complete frames of ``buf[start:]``: ``(messages, consumed, other, last_delivery_id)``.
 
-    ``messages``: one pyamqp ``Message`` per single-frame transfer of link ``handle`` on ``channel``, in order;
-    empty (keep-alive) frames are consumed silently. It stops after the first frame it leaves to the SDK and
-    returns it as ``other = (frame_channel, frame_bytes)`` (``consumed`` includes it); ``other`` is None when it
-    stopped at an incomplete frame (``consumed`` is where that frame starts) or the end of ``buf``.
-    ``last_delivery_id``: the delivery id of the last message (None when there is none).
+    ``messages``: one pyamqp ``Message`` per transfer of link ``handle`` on ``channel``, in order (a delivery of
+    several frames once they are all in ``buf``); keep-alive frames are consumed silently. It stops after the first
+    frame it leaves to the SDK, returned as ``other = (frame_channel, frame_bytes)`` (``consumed`` includes it);
+    ``other`` is None when it stopped at an incomplete frame or delivery (``consumed`` is where it starts) or the
+    end of ``buf``. ``last_delivery_id``: the last message's (None without one). Raises :class:`FrameError` for
+    bytes that are not AMQP frames (a size under 8 or over 2**31, a data offset under 2, a SASL frame, a transfer
+    whose performative or payload is malformed). See :func:`parse_frames` for an example.
+    """
+    return parse_frames(buf, channel, handle, start)[:4]
 
-    Raises :class:`FrameError` when the bytes are not AMQP frames (a size under 8 or over 2**31, a data offset
-    under 2, a SASL frame, a transfer whose performative or payload is malformed). Example:
 
-        >>> from azure.eventhub._pyamqp._encode import encode_frame, encode_payload
-        >>> from azure.eventhub._pyamqp.message import Message
-        >>> from azure.eventhub._pyamqp.performatives import TransferFrame
-        >>> payload = bytes(encode_payload(bytearray(), Message(data=[b"hi"])))
-        >>> head, body = encode_frame(TransferFrame(handle=0, delivery_id=5, delivery_tag=b"t", payload=payload))
-        >>> frame = head + (1).to_bytes(2, "big") + body
-        >>> messages, consumed, other, last = parse(frame + frame[:10], 1, 0)
-        >>> [m.data for m in messages], consumed == len(frame), other, last
-        ([[b'hi']], True, None, 5)
+def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object, int]:
+    """:func:`parse`, and how many transfer frames the messages took (the session counts frames, the link deliveries).
+
+    Example (deliveries split at every boundary: ``tests/transport/test_frames_multi.py``):
+        >>> parse_frames(b"", 1, 0)
+        ([], 0, None, None, 0)
     """
     messages: list[Any] = []
     view = buf
@@ -288,6 +287,7 @@ def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[A
     n = len(buf)
     pos = start
     last = None
+    frames = 0
     while n - pos >= 8:
         size = _be(view, pos, 4)
         if size < 8 or size > 0x7FFFFFFF:
@@ -308,29 +308,90 @@ def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[A
         if body > end:
             raise FrameError(f"a frame data offset of {doff} past its size of {size} bytes")
         if frame_channel != channel or doff != 2 or not _is_transfer(view, body, end):
-            return messages, end, (frame_channel, buf[pos:end]), last
+            return messages, end, (frame_channel, buf[pos:end]), last, frames
         try:
-            delivery_id, payload = _transfer(r, body, end, handle)
+            delivery_id, payload, more = _transfer(r, body, end, handle)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last
-        if payload < 0:  # another link's transfer, or one this reader leaves to the SDK
-            return messages, end, (frame_channel, buf[pos:end]), last
+            return messages, end, (frame_channel, buf[pos:end]), last, frames
+        if payload < 0 or delivery_id is None:  # another link's transfer, or one this reader leaves to the SDK
+            return messages, end, (frame_channel, buf[pos:end]), last, frames
+        if more:
+            joined = _gather(r, buf, n, payload, end, channel, handle, delivery_id)
+            if joined is None:
+                break  # not every frame of the delivery is here yet: wait for more bytes
+            if not joined:
+                return messages, end, (frame_channel, buf[pos:end]), last, frames
+            try:
+                message = decode_message(joined[0], 0, len(joined[0]))
+            except (Unsupported, FrameError):  # the SDK decides on a joined message rxhubs cannot read
+                return messages, end, (frame_channel, buf[pos:end]), last, frames
+            messages.append(message)
+            last = delivery_id
+            frames += joined[2]
+            pos = joined[1]
+            continue
         try:
             message = _decode(r, payload, end)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last
+            return messages, end, (frame_channel, buf[pos:end]), last, frames
         messages.append(message)
         last = delivery_id
+        frames += 1
         pos = end
-    return messages, pos, None, last
+    return messages, pos, None, last, frames
+
+
+def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int, handle: int, did: Any) -> Any:
+    """The rest of a delivery after its first frame: ``(message bytes, end, frames)``, None (not all here) or ().
+
+    ``()``: a frame the SDK must see comes first (another channel, link, delivery or performative; aborted).
+    """
+    parts = [buf[payload:end]]
+    view = buf
+    pos = end
+    frames = 1
+    while True:
+        if n - pos < 8:
+            return None
+        size = _be(view, pos, 4)
+        if size < 8 or size > 0x7FFFFFFF:
+            raise FrameError(f"a frame size of {size} bytes")
+        doff = view[pos + 4]
+        if doff < 2 or view[pos + 5] != 0:
+            raise FrameError(f"a frame data offset of {doff} or type {view[pos + 5]} inside a delivery")
+        if n - pos < size:
+            return None
+        stop = pos + size
+        if size == 8:
+            pos = stop
+            continue
+        body = pos + doff * 4
+        if body > stop:
+            raise FrameError(f"a frame data offset of {doff} past its size of {size} bytes")
+        if _be(view, pos + 6, 2) != channel or doff != 2 or not _is_transfer(view, body, stop):
+            return ()
+        try:
+            next_id, start, more = _transfer(r, body, stop, handle)
+        except Unsupported:
+            return ()
+        if start < 0 or (next_id is not None and next_id != did):  # (a continuation may omit its delivery id)
+            return ()
+        parts.append(buf[start:stop])
+        frames += 1
+        pos = stop
+        if not more:
+            return b"".join(parts), pos, frames
 
 
 def _is_transfer(buf: bytes, body: int, end: int) -> bool:
     return end - body >= 4 and buf[body] == 0x00 and buf[body + 1] == 0x53 and buf[body + 2] == 0x14
 
 
-def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int]:
-    """A transfer's delivery id and where its payload starts; -1 if the SDK must see it (not ours, or not simple)."""
+def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int, bool]:
+    """A transfer's delivery id, where its payload starts and its ``more`` flag; payload -1 if the SDK must see it.
+
+    (Not this link's, resumed or aborted: those keep pyamqp's handling.)
+    """
     r.pos = body + 3
     r.end = end
     r.depth = 0
@@ -346,14 +407,11 @@ def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int]:
     for _ in range(count):
         fields.append(r.value())
     if fields[0] != handle or type(fields[0]) is not int:
-        return None, -1
-    # more (5), resume (8), aborted (9): multi-frame or unusual deliveries keep pyamqp's handling
-    for index in (5, 8, 9):
+        return None, -1, False
+    for index in (8, 9):  # resume, aborted
         if count > index and fields[index]:
-            return None, -1
-    if fields[1] is None:
-        return None, -1
-    return fields[1], r.pos
+            return None, -1, False
+    return fields[1], r.pos, bool(count > 5 and fields[5])
 
 
 try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py

@@ -23,8 +23,8 @@ from rxhubs.transport._connection_string import (
     check_eventhub_name,
     parse_connection_string,
 )
-from rxhubs.transport._errors import first_line
 from rxhubs.transport._hub_sending import _Sends
+from rxhubs.transport._native_send import Senders
 from rxhubs.transport._options import ClientOptions, check_credential
 from rxhubs.transport._orphans import Orphans
 from rxhubs.transport._receiver import AzurePartitionReceiver
@@ -160,6 +160,7 @@ class EventHub(_Sends):
         self._backoff_max = settings.retry_backoff_max
         self._fixed_backoff = settings.fixed_backoff
         self._secrets = self._clients.secrets
+        self._senders = Senders(self._secrets)  # the native send path's links (without it: SDK's send_batch)
         self._producer: EventHubProducerClient | None = None
         self._retired: list[EventHubProducerClient] = []  # producers that knew fewer partitions, closed last
         self._partition_ids: tuple[str, ...] | None = None
@@ -255,11 +256,7 @@ class EventHub(_Sends):
         await self._orphans.close(timeout=5.0)
         producers = [*self._retired, *([self._producer] if self._producer is not None else [])]
         self._producer, self._retired = None, []
-        for producer in producers:
-            try:
-                await producer.close()
-            except Exception as exc:  # closing must not fail the caller
-                _log.debug("closing the producer client failed: %s", first_line(exc, self._secrets))
+        await self._senders.close(producers)  # the native links, then the SDK's producer clients
 
     async def __aenter__(self) -> EventHub:
         return self

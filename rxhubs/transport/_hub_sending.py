@@ -1,7 +1,8 @@
 """The hub's sends: :meth:`~rxhubs.EventHub.send` and :meth:`~rxhubs.EventHub.publish` (private).
 
-Events go in as few batches as fit (``rxhubs/transport/_producer.py``), through the management calls' retry
-loop, resending only what was not acknowledged.
+Events go in as few batches as fit, natively encoded and written (``rxhubs/transport/_native_send.py``; else
+azure-eventhub's ``send_batch``, ``_producer.py``), through the management calls' retry loop, resending only what
+was not acknowledged.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rxhubs.transport._hub_management import _ManagementCalls
-from rxhubs.transport._producer import send_batches
+from rxhubs.transport._native_send import Senders
 from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
 
 __all__: list[str] = []
@@ -18,6 +19,8 @@ __all__: list[str] = []
 
 class _Sends(_ManagementCalls):
     """Sending events, for :class:`~rxhubs.EventHub`."""
+
+    _senders: Senders  # the native send path's links (set by EventHub)
 
     async def send(
         self,
@@ -79,5 +82,5 @@ class _Sends(_ManagementCalls):
         where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
         if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
             await self._retrying(
-                f"send to {where}", lambda client: send_batches(client, pending, partition_id, partition_key)
+                f"send to {where}", lambda client: self._senders.send(client, pending, partition_id, partition_key)
             )

@@ -5,9 +5,10 @@ attach with owner level and filters, detach, errors). Once the direct path (:mod
 the link attached, :class:`NativeLink` reads the connection's socket itself, tens of KB per await, and hands each
 chunk to the compiled :func:`parse <rxhubs.transport._frames_py.parse>` in one call: every complete transfer
 frame of the link becomes the same pyamqp ``Message`` the SDK would have built, without pyamqp's per-frame task,
-timer, lock and copies. Session and link bookkeeping (incoming ids and windows, delivery count, credit) is done
-once per chunk, and credit is granted back in bulk when half is spent. Every other frame (flow, disposition,
-detach, end, close, transfers of other links such as CBS replies, multi-frame deliveries) goes, in order, to the
+timer, lock and copies; a delivery of several frames (a large event) is joined once its last frame is read.
+Session and link bookkeeping (incoming ids and windows, delivery count, credit) is done once per chunk, and
+credit is granted back in bulk when half is spent. Every other frame (flow, disposition, detach, end, close,
+transfers of other links such as CBS replies, a delivery the SDK had begun to read) goes, in order, to the
 SDK's own ``Connection._process_incoming_frame``; when one changes state (a detach: a stolen link, a forced
 close) the caller lets the SDK take its next step (``do_work_async``), so errors surface exactly as before.
 
@@ -52,7 +53,7 @@ _SESSION_PARTS = (
     "next_incoming_id", "incoming_window", "remote_outgoing_window", "target_incoming_window", "_outgoing_flow",
     "_input_handles",
 )
-_LINK_PARTS = ("current_link_credit", "delivery_count", "received_delivery_id", "flow", "_session")
+_LINK_PARTS = ("current_link_credit", "delivery_count", "received_delivery_id", "flow", "_session", "_received_payload")
 _TRANSPORT_PARTS = ("reader", "_read_buffer", "socket_lock")
 
 
@@ -116,20 +117,24 @@ class NativeLink:
         socket ended (its read raises the error it always raised), and about once a second when idle, for its
         token refresh and link checks (when those are not ready).
         """
-        connection, transport, parse = self._connection, self._transport, self._parse
+        connection, transport = self._connection, self._transport
         lock = transport.socket_lock
         while has_room():
             await self._flow()
             async with lock:
                 data = transport._read_buffer.read()
-                messages, consumed, other, last = parse(data, self._channel, self._handle) if data else _NOTHING
-                if not messages and other is None:  # no whole frame held: read the socket
-                    self._check_size(data, consumed)
+                messages, consumed, other, last, frames = self._parsed(data) if data else _NOTHING
+                if not messages and other is None:  # no whole frame (or delivery) held: read the socket
+                    at, need = _first_incomplete(data, consumed)
+                    self._check_size(data, at)
                     try:
                         async with asyncio.timeout(self._tick_every()):
-                            chunk = await transport.reader.read(CHUNK)
+                            chunk = await (transport.reader.read(CHUNK) if need <= CHUNK  # a large frame:
+                                           else transport.reader.readexactly(need))  # read whole, in one await
                     except TimeoutError:
                         chunk = None
+                    except asyncio.IncompleteReadError as exc:  # the socket ended inside a large frame
+                        data, chunk = data + exc.partial, b""
                     except OSError:
                         chunk = b""
                     except BaseException:  # cancelled (a receiver closing): the SDK may still read what is held
@@ -141,15 +146,31 @@ class NativeLink:
                     if chunk:
                         connection._last_frame_received_time = time.time()  # every byte is a sign of life
                         data = data + chunk if data else chunk
-                        messages, consumed, other, last = parse(data, self._channel, self._handle)
+                        messages, consumed, other, last, frames = self._parsed(data)
                 transport._read_buffer = io.BytesIO(data[consumed:] if consumed else data)
             if messages:
-                await self._delivered(messages, last)
+                await self._delivered(messages, last, frames)
             if other is not None and await self._hand_back(*other):
                 return False
             if time.monotonic() - self._ticked >= _TICK and not await self._tick():
                 return False
         return True
+
+    def _parsed(self, data: bytes) -> tuple[Any, int, Any, Any, int]:
+        """The compiled reader's parse of ``data`` (``parse_frames``).
+
+        While the SDK's link holds part of a delivery (it read the first frames itself, in one of its steps), the
+        next whole frame goes to the SDK instead.
+        """
+        if self._link._received_payload and len(data) >= 8:
+            size = int.from_bytes(data[:4], "big")
+            if 8 <= size <= len(data):
+                return [], size, (int.from_bytes(data[6:8], "big"), data[:size]), None, 0
+            return _NOTHING
+        out = self._parse(data, self._channel, self._handle)
+        if len(out) == 4:  # a parser without frame counts (the Spark source's builder: one frame per event)
+            return (*out, out[0] if isinstance(out[0], int) else len(out[0]))
+        return out  # type: ignore[no-any-return]
 
     def _check_size(self, data: bytes, at: int) -> None:
         """An incomplete frame whose size is over the connection's maximum is garbage: never wait for it."""
@@ -169,16 +190,16 @@ class NativeLink:
         ready: bool = await self._handler.client_ready_async()
         return ready
 
-    async def _delivered(self, messages: list[Any] | int, last: Any) -> None:
-        """The session's and link's bookkeeping for ``len(messages)`` transfers, once; then hand them over.
+    async def _delivered(self, messages: list[Any] | int, last: Any, frames: int) -> None:
+        """The session's (per transfer frame) and link's (per delivery) bookkeeping, once; then hand them over.
 
         ``messages`` is a count instead when the parser keeps the events itself (the Spark source's Arrow builder).
         """
         n = messages if isinstance(messages, int) else len(messages)
         session, link = self._session, self._link
-        session.next_incoming_id += n
-        session.remote_outgoing_window -= n
-        session.incoming_window -= n
+        session.next_incoming_id += frames
+        session.remote_outgoing_window -= frames
+        session.incoming_window -= frames
         link.delivery_count += n
         link.current_link_credit -= n
         link.received_delivery_id = last
@@ -207,4 +228,15 @@ class NativeLink:
         return changed
 
 
-_NOTHING: tuple[list[Any], int, None, None] = ([], 0, None, None)
+_NOTHING: tuple[list[Any], int, None, None, int] = ([], 0, None, None, 0)
+
+
+def _first_incomplete(data: bytes, at: int) -> tuple[int, int]:
+    """Where the first incomplete frame of ``data[at:]`` starts, and the bytes it misses (0: none, or no header)."""
+    n = len(data)
+    while n - at >= 8:
+        size = int.from_bytes(data[at:at + 4], "big")
+        if size < 8 or n - at < size:
+            return at, max(0, size - (n - at))
+        at += size
+    return at, 0

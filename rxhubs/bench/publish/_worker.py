@@ -3,7 +3,8 @@
 Connection strings come from RXHUBS_BENCH_SOURCE and RXHUBS_BENCH_TARGET; prints one JSON object. Both sides
 read A from the start with the same batch size and prefetch, and publish each batch's events to B in as few
 service batches as fit (no partition key: the service picks the partition), one send at a time per source
-partition; an event counts once its send was acknowledged.
+partition; an event counts once its send was acknowledged. ``--impl consume`` runs rxhubs' pipeline without the
+publish (what reading alone costs in the same run); an rxhubs trial also reports the send paths it took.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ async def sdk(clock: Clock) -> None:
     await producer.close()
 
 
-async def rxhubs_trial(clock: Clock) -> None:
+async def rxhubs_trial(clock: Clock, publish: bool = True) -> None:
     from reactivex import operators as ops
 
     import rxhubs
@@ -72,7 +73,7 @@ async def rxhubs_trial(clock: Clock) -> None:
             clock.saw(len(batch.events))
 
     pipeline: Any = rxhubs.consume(source, "$Default", store, **TUNED).pipe(
-        hops.publish(target),
+        hops.publish(target) if publish else ops.do_action(None),  # "consume": the pipeline without the publish
         ops.do_action(count),
         hops.checkpoint(store, max_interval=5.0),
     )
@@ -80,20 +81,24 @@ async def rxhubs_trial(clock: Clock) -> None:
     await clock.done.wait()
     stop.request()
     await runner
+    clock.native_send = target._senders.native  # type: ignore[attr-defined]
     await source.close()
     await target.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--impl", choices=["sdk", "rxhubs"], required=True)
+    parser.add_argument("--impl", choices=["sdk", "rxhubs", "consume"], required=True)
     parser.add_argument("--events", type=int, required=True)
     args = parser.parse_args()
 
     async def trial() -> dict[str, Any]:
         clock = Clock(args.events)
-        await (sdk(clock) if args.impl == "sdk" else rxhubs_trial(clock))
-        return clock.result()
+        await (sdk(clock) if args.impl == "sdk" else rxhubs_trial(clock, publish=args.impl == "rxhubs"))
+        result = clock.result()
+        if args.impl == "rxhubs":
+            result["send_paths"] = ["native-send" if getattr(clock, "native_send", False) else "send_batch"]
+        return result
 
     print(json.dumps(asyncio.run(trial())), flush=True)
 

@@ -1,0 +1,1 @@
+_encode_py.py
