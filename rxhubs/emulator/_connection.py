@@ -231,8 +231,11 @@ class Connection:
                 await self.writer.drain()
 
     async def _drain_quietly(self) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for runs drain() in a task of its own, and a peer gone
+        # mid-drain (a promotion closes every connection) left "Task exception was never retrieved" on stderr.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.writer.drain(), 1.0)
+            async with asyncio.timeout(1.0):
+                await self.writer.drain()
 
     def _on_open(self, perf: fr.Performative) -> None:
         max_frame = perf.field(2)

@@ -63,11 +63,12 @@ def read_range(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
 
     With the compiled Arrow builder, straight from the frames (:mod:`rxhubs.spark._arrow_read`); without it (no
     compiler at install, or ``RXHUBS_NO_EXTENSIONS=1``: said once in the log), as events (:func:`read_events`).
+    With ``capturePath`` as events too: the range before retention comes from Capture files, not from frames.
     """
     from rxhubs.spark._arrow_batch import frame_columns
 
     columns = frame_columns()
-    if columns is None:
+    if columns is None or opts.capture_path is not None:
         return read_events(opts, partition)
     from rxhubs.spark._arrow_read import read_frames
 
