@@ -240,8 +240,9 @@ def publish(
 
     **Order, backpressure.** Batches of one source partition are published one send at a time, in order (those
     that queued behind a send go out together in the next), so events with the same key (or partition id)
-    reach the target in their source order. Through an Azure target without ``partition_id`` (its producer
-    sends one batch at a time) a partition's send waits 20 ms and its turn, then takes all that queued by then.
+    reach the target in their source order. Partitions send at once on ``rxhubs.EventHub``'s native send path;
+    where its link sends one batch at a time (``send_batch``: no compiled encoder) a partition's send without
+    ``partition_id`` waits 20 ms and its turn, then takes all that queued by then.
     Each batch is held (its lease) until its events were acknowledged: a slow target slows the source, and
     ``max_inflight`` bounds memory.
 
