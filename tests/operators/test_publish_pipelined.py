@@ -1,6 +1,7 @@
 """hops.publish through an rxhubs.EventHub on the native send path: the source partitions' sends are in flight
 together (no 20 ms linger, no turn at the link), each partition's still one at a time, in order, acknowledged
-before its checkpoint. The emulator, the real azure-eventhub client under rxhubs on both sides."""
+before its checkpoint; on azure-eventhub's send_batch (RXHUBS_NO_EXTENSIONS=1) order and acks hold the same.
+The emulator, the real azure-eventhub client under rxhubs on both sides."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from reactivex import operators as ops
 import rxhubs
 from rxhubs import operators as hops
 from rxhubs.operators import _publish
+from rxhubs.transport._encode import compiled_encoder
 from tests.operators.test_publish_emulator import FAST, KEYS, CheckedStore, read_all, run_until
 
 EVENTS_PER_KEY = 60
@@ -82,13 +84,14 @@ async def test_partitions_send_together_natively_each_in_order_and_acked_before_
     finally:
         await source.close()
         await target.close()
-    assert native  # the native send path was used: the gate opened on it
+    assert native == (compiled_encoder() is not None)  # the native send path wherever it is built
     by_key: dict[str, list[bytes]] = defaultdict(list)
     for event in published:
         by_key[str(event.partition_key)].append(event.body)
     assert by_key == {k: [f"{k}/{n}".encode() for n in range(EVENTS_PER_KEY)] for k in KEYS}  # order per key
     assert store.early == [] and store.writes >= 4  # every checkpoint after its events' acks
-    assert watched.most >= 2  # several source partitions' sends in flight on the target at once
+    if native:  # (on send_batch the SDK's producer lock orders the sends: not asserted)
+        assert watched.most >= 2  # several source partitions' sends in flight on the target at once
     assert watched.lane_most == 1  # but one at a time per source partition and key
 
 
