@@ -19,8 +19,9 @@ from typing import Any
 
 from rxhubs.transport._convert import _SEQ, _SET_DATA
 from rxhubs.transport._convert_messages import _SET_BODY, _SET_SEQUENCE_NUMBER, ReceivedAnnotations, ReceivedMessage
+from rxhubs.transport._frame_errors import FrameError
 
-__all__ = ["SOURCE_SHA256", "received_messages"]
+__all__ = ["SOURCE_SHA256", "FrameError", "received_messages"]
 
 try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
     SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
@@ -30,13 +31,25 @@ except NameError:  # the pure-Python build has none
     _COMPILED = False
 
 
+_NO_POSITION = (
+    "a received event has no sequence number: its message annotations are missing or unreadable (a damaged"
+    " frame?); the partition reconnects from its last event"
+)
+
+
 def received_messages(messages: list[Any]) -> list[Any]:
     """Wrap received AMQP messages: one :class:`ReceivedMessage` each, lazy but for two fields.
 
     The body of a one-data-section message (the same bytes object) and an int sequence number are set at once:
     every pipeline reads both (the receiver itself reads sequence numbers), and setting them costs less than
     the first read of a lazy field. Everything else is decoded on first read, as is an unusual body or sequence
-    number. A plain message (see :class:`ReceivedAnnotations`) keeps only its annotations. Example:
+    number. A plain message (see :class:`ReceivedAnnotations`) keeps only its annotations.
+
+    A message without a sequence number among its annotations (every event the service delivers has one; a
+    damaged section code makes readers skip the whole section, pyamqp and rxhubs' alike) raises
+    :class:`~rxhubs.transport._frame_errors.FrameError`, retriable: the receive reconnects after its last event,
+    and nothing downstream ever sees an event with no position (a checkpoint, an offset of ``"None"``, Spark
+    columns). Example:
 
         >>> from azure.eventhub._pyamqp.message import Message
         >>> m = Message(data=[b"hi"], message_annotations={b"x-opt-sequence-number": 7})
@@ -50,7 +63,7 @@ def received_messages(messages: list[Any]) -> list[Any]:
         data = message.data
         one = data.__class__ is list and len(data) == 1
         annotations = message.message_annotations
-        sequence_number = annotations.get(_SEQ) if annotations else None
+        sequence_number = annotations.get(_SEQ) if annotations.__class__ is dict else None
         if one and sequence_number.__class__ is int and message.properties is None and not (
             message.application_properties
         ):
@@ -65,6 +78,8 @@ def received_messages(messages: list[Any]) -> list[Any]:
                 _SET_BODY(event, data[0])
             if sequence_number.__class__ is int:
                 _SET_SEQUENCE_NUMBER(event, sequence_number)
+            elif sequence_number is None:  # no position: it could only be checkpointed wrong (or fail later)
+                raise FrameError(_NO_POSITION)
         if _COMPILED:
             rxhubs_untrack(event)  # type: ignore[name-defined]  # noqa: F821  (a C function of the .pxd)
         out.append(event)

@@ -11,6 +11,7 @@ from azure.eventhub._pyamqp.message import Message, Properties
 
 from rxhubs import Event, Position
 from rxhubs.emulator.pytest_plugin import EmulatorFactory, emulator_factory  # noqa: F401  (fixture)
+from rxhubs.testing._emulator_frames import emulator_frames
 from rxhubs.transport import EventHub, _events_py
 from rxhubs.transport._frames import NO_EXTENSIONS_VARIABLE, compiled_reader, event_wrapper
 
@@ -60,3 +61,39 @@ async def test_events_read_natively_are_untracked(emulator_factory: EmulatorFact
             assert receiver._native_link is not None and receiver._native_link.messages == 300
             assert not any(gc.is_tracked(e) for e in got)
             assert receiver._buffered <= 100 + 300  # handed over in the read, bounded by the credit
+
+
+def _frames_of(chunk: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(chunk):
+        size = int.from_bytes(chunk[pos:pos + 4], "big")
+        out.append(chunk[pos:pos + size])
+        pos += size
+    return out
+
+
+@pytest.mark.parametrize("metrics", [False, True])
+def test_an_event_whose_annotations_section_code_is_damaged_is_a_frame_error_in_both_builds(metrics: bool) -> None:
+    """Mid-chunk, where nothing else would notice: both readers skip the unknown section (pyamqp too), so the
+    event has no sequence number; wrapping it raises the retriable FrameError instead of handing it on."""
+    from azure.eventhub._pyamqp._decode import decode_frame, decode_payload
+
+    from rxhubs.testing._fault_corrupt import damage
+    from rxhubs.transport import _frames_py
+    from rxhubs.transport._frame_errors import FrameError
+
+    first, middle, last = _frames_of(emulator_frames(64, metrics=metrics, count=3))
+    broken = damage(middle, "section")
+    assert broken is not None and broken != middle
+    pyamqp = decode_payload(decode_frame(memoryview(broken)[8:])[1][-1])
+    assert pyamqp.message_annotations is None  # the SDK's decoder drops it too
+    for reader in (_frames_py, compiled_reader()):
+        assert reader is not None
+        messages, consumed, other, _ = reader.parse(first + broken + last, 1, 0)
+        assert consumed == len(first + broken + last)
+        assert len(messages) == 3 and other is None and messages[1].message_annotations is None
+        for wrap in (event_wrapper(), _events_py.received_messages):
+            with pytest.raises(FrameError, match="no sequence number") as caught:
+                wrap(messages)
+            assert caught.value.retriable
+            assert [e.sequence_number for e in wrap([messages[0], messages[2]])] == [1000000, 1000002]
