@@ -44,8 +44,8 @@ cdef class _Reader:
 cpdef object decode_message(bytes data, Py_ssize_t pos, Py_ssize_t end)
 
 
-@cython.locals(p=Py_ssize_t, descriptor="unsigned int", body=list, sequence=list)
-cdef object _decode(_Reader r, Py_ssize_t pos, Py_ssize_t end)
+@cython.locals(p=Py_ssize_t, descriptor="unsigned int", code="unsigned int", body=list, sequence=list)
+cdef object _decode(_Reader r, Py_ssize_t pos, Py_ssize_t end, bint whole)
 
 
 # The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module

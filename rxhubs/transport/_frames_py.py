@@ -207,10 +207,11 @@ def decode_message(data: bytes, pos: int, end: int) -> Any:
         >>> m.data, m.application_properties, m.properties
         ([b'hi'], {b'k': 1}, None)
     """
-    return _decode(_Reader(data, pos, end), pos, end)
+    return _decode(_Reader(data, pos, end), pos, end, True)
 
 
-def _decode(r: _Reader, pos: int, end: int) -> Any:
+def _decode(r: _Reader, pos: int, end: int, whole: bool) -> Any:
+    """The message of ``r.data[pos:end]``; not ``whole``: a map of delivery annotations is stepped over (None)."""
     r.pos = pos
     r.end = end
     r.depth = 0
@@ -244,7 +245,11 @@ def _decode(r: _Reader, pos: int, end: int) -> Any:
                 raise Unsupported("a header section with more than 5 fields")
             header = Header(*items)
         elif descriptor == 0x71:
-            delivery = r.value()
+            code = r.u8()
+            if whole or (code != 0xC1 and code != 0xD1):
+                delivery = r.typed(code)
+            else:  # only a chunk's last message's are read (the last-enqueued metrics): skip the map's size
+                r.need(r.u8() if code == 0xC1 else r.u32())
         elif descriptor == 0x76:
             if sequence is None:
                 sequence = [r.value()]

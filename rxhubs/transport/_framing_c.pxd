@@ -8,9 +8,14 @@ from rxhubs.transport._frames_c cimport _Reader, _be, _decode, decode_message
 cpdef tuple parse(bytes buf, Py_ssize_t channel, object handle, Py_ssize_t start=*)
 
 
-@cython.locals(messages=list, view="const unsigned char[:]", r=_Reader, n=Py_ssize_t, pos=Py_ssize_t, size="unsigned long long", doff="unsigned int",
-               end=Py_ssize_t, frame_channel=Py_ssize_t, body=Py_ssize_t, payload=Py_ssize_t, more=bint, frames=Py_ssize_t)
+@cython.locals(r=_Reader, messages=list, tail=Py_ssize_t, tail_end=Py_ssize_t)
 cpdef tuple parse_frames(bytes buf, Py_ssize_t channel, object handle, Py_ssize_t start=*)
+
+
+@cython.locals(messages=list, view="const unsigned char[:]", n=Py_ssize_t, pos=Py_ssize_t, size="unsigned long long", doff="unsigned int",
+               end=Py_ssize_t, frame_channel=Py_ssize_t, body=Py_ssize_t, payload=Py_ssize_t, more=bint, frames=Py_ssize_t,
+               tail=Py_ssize_t, tail_end=Py_ssize_t)
+cdef tuple _read(_Reader r, bytes buf, Py_ssize_t channel, object handle, Py_ssize_t start)
 
 
 @cython.locals(parts=list, view="const unsigned char[:]", pos=Py_ssize_t, frames=Py_ssize_t, size="unsigned long long",

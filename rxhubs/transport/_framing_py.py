@@ -45,14 +45,29 @@ def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[A
 def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object, int]:
     """:func:`parse`, and how many transfer frames the messages took (the session counts frames, the link deliveries).
 
+    Only the last message's delivery annotations are decoded (the partition's last-enqueued metrics, which the
+    receiver reads from a chunk's last event): the others' are None, their bytes stepped over.
+
     Example (deliveries split at every boundary: ``tests/transport/test_frames_multi.py``):
         >>> parse_frames(b"", 1, 0)
         ([], 0, None, None, 0)
     """
+    r = _Reader(buf, 0, len(buf))
+    messages, pos, other, last, frames, tail, tail_end = _read(r, buf, channel, handle, start)
+    if tail >= 0:  # the last message came from one frame, its delivery annotations stepped over: decode it whole
+        try:
+            messages[len(messages) - 1] = _decode(r, tail, tail_end, True)
+        except Unsupported:  # (a value pyamqp cannot decode there either: they stay None)
+            pass
+    return messages, pos, other, last, frames
+
+
+def _read(r: _Reader, buf: bytes, channel: int, handle: int, start: int) -> tuple[Any, ...]:
+    """:func:`parse_frames`, and where the last message's payload starts and ends if from one frame (else -1)."""
     messages: list[Any] = []
     view = buf
-    r = _Reader(buf, 0, len(buf))
     n = len(buf)
+    tail = tail_end = -1
     pos = start
     last = None
     frames = 0
@@ -76,37 +91,40 @@ def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple
         if body > end:
             raise FrameError(f"a frame data offset of {doff} past its size of {size} bytes")
         if frame_channel != channel or doff != 2 or not _is_transfer(view, body, end):
-            return messages, end, (frame_channel, buf[pos:end]), last, frames
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
         try:
             delivery_id, payload, more = _transfer(r, body, end, handle)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last, frames
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
         if payload < 0 or delivery_id is None:  # another link's transfer, or one this reader leaves to the SDK
-            return messages, end, (frame_channel, buf[pos:end]), last, frames
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
         if more:
             joined = _gather(r, buf, n, payload, end, channel, handle, delivery_id)
             if joined is None:
                 break  # not every frame of the delivery is here yet: wait for more bytes
             if not joined:
-                return messages, end, (frame_channel, buf[pos:end]), last, frames
+                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
             try:
                 message = decode_message(joined[0], 0, len(joined[0]))
             except (Unsupported, FrameError):  # the SDK decides on a joined message rxhubs cannot read
-                return messages, end, (frame_channel, buf[pos:end]), last, frames
+                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
             messages.append(message)
+            tail = -1
             last = delivery_id
             frames += joined[2]
             pos = joined[1]
             continue
         try:
-            message = _decode(r, payload, end)
+            message = _decode(r, payload, end, False)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last, frames
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
         messages.append(message)
+        tail = payload
+        tail_end = end
         last = delivery_id
         frames += 1
         pos = end
-    return messages, pos, None, last, frames
+    return messages, pos, None, last, frames, tail, tail_end
 
 
 def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int, handle: int, did: Any) -> Any:

@@ -178,7 +178,8 @@ def read_in_chunks(reader: ModuleType, stream: bytes, cuts: list[int]) -> list[A
         pending += stream[a:b]
         while True:
             messages, consumed, other, _ = reader.parse(pending, CHANNEL, HANDLE)
-            out.extend(("message", m) for m in messages)
+            out.extend(("message", m) if i == len(messages) - 1 else ("message", m, STEPPED)
+                       for i, m in enumerate(messages))
             pending = pending[consumed:]
             if other is None:
                 break
@@ -196,6 +197,20 @@ def same(a: Any, b: Any) -> None:
     assert repr(a) == repr(b)  # repr tells True from 1 and 1.0 from 1
 
 
+STEPPED = "delivery annotations stepped over"
+
+
+def same_read(got: list[Any], want: list[Any]) -> None:
+    """``same``, where a message that was not the last of its parse has no delivery annotations: only a chunk's last
+    message's are decoded (the last-enqueued metrics); every other field, and the last's, are pyamqp's."""
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want, strict=True):
+        if len(g) == 3 and g[2] is STEPPED:
+            assert g[1].delivery_annotations is None, g
+            g, w = ("message", g[1]), (w[0], w[1]._replace(delivery_annotations=None))
+        same(g, w)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(messages(), min_size=1, max_size=3), data=st.data())
 def test_messages_equal_pyamqps_whatever_the_cuts(
@@ -203,7 +218,7 @@ def test_messages_equal_pyamqps_whatever_the_cuts(
 ) -> None:
     stream = b"".join(transfer(m, i) for i, m in enumerate(batch))
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=4))
-    same(read_in_chunks(reader, stream, cuts), expected(stream))
+    same_read(read_in_chunks(reader, stream, cuts), expected(stream))
 
 
 @settings(max_examples=40, deadline=None)
@@ -213,7 +228,7 @@ def test_every_byte_boundary(reader: ModuleType, message: Message) -> None:
                                                     outgoing_window=10, handle=0)) + transfer(message, 8)
     want = expected(stream)
     for cut in range(len(stream) + 1):
-        same(read_in_chunks(reader, stream, [cut]), want)
+        same_read(read_in_chunks(reader, stream, [cut]), want)
 
 
 def test_what_it_hands_back(reader: ModuleType) -> None:
@@ -350,8 +365,30 @@ def test_frames_as_the_emulator_sends_them(reader: ModuleType, size: int, proper
 
     stream = emulator_frames(size, properties, metrics, count=5)
     got = read_in_chunks(reader, stream, [len(stream) // 3, len(stream) // 2 + 1])
-    same(got, expected(stream))
+    same_read(got, expected(stream))
     assert [kind for kind, *_ in got] == ["message"] * 5
-    first = got[0][1]
+    first, last = got[0][1], got[-1][1]
     assert first.message_annotations[b"x-opt-sequence-number"] == 1_000_000
-    assert (b"last_enqueued_sequence_number" in (first.delivery_annotations or {})) is metrics
+    assert [g for g in got if g[2:] == (STEPPED,)]  # (5 events in 3 chunks: some not the last of theirs)
+    assert (b"last_enqueued_sequence_number" in (last.delivery_annotations or {})) is metrics
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(messages(), min_size=2, max_size=4), data=st.data())
+def test_only_the_last_message_of_a_parse_has_its_delivery_annotations_and_they_are_pyamqps(
+    reader: ModuleType, batch: list[Message], data: st.DataObject
+) -> None:
+    """The receiver reads the partition's last-enqueued metrics from a chunk's last event: that one's delivery
+    annotations equal pyamqp's wherever the chunk ends; the others' are stepped over (None), all else equal."""
+    frames = [transfer(m, i) for i, m in enumerate(batch)]
+    stream = b"".join(frames)
+    want = [m for _, m in expected(stream)]
+    end = data.draw(st.integers(1, len(frames)))  # a chunk that ends after the end-th transfer
+    whole = sum(map(len, frames[:end]))
+    chunk = stream[:whole] + frames[end][:9] if end < len(frames) else stream  # (and the next frame's first bytes)
+    got, consumed, other, last = reader.parse(chunk, CHANNEL, HANDLE)
+    assert (consumed, other, last, len(got)) == (whole, None, end - 1, end)
+    same(got[-1], want[end - 1])
+    for g, w in zip(got[:-1], want, strict=False):
+        assert g.delivery_annotations is None
+        same(g, w._replace(delivery_annotations=None))
