@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +89,26 @@ def test_consume_then_checkpoints_on_blob_leave_nothing_open(
 def test_consume_with_workers_shares_partitions_prints_the_summary_and_leaves_nothing_open(
     env: dict[str, str], blob_container: str, tmp_path: Path
 ) -> None:
+    """Stopped by Ctrl-C once the 20 events are written (not after a fixed time: on a loaded machine the workers
+    once took longer to start than the 8 s the run had, and a stop that early used to kill them, exit 1)."""
     store = f"blob://{blob_container}"
     out = tmp_path / "events.jsonl"
-    consume = run_cli(
-        "consume", "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--duration", "8",
-        "--workers", "2", "--owner-id", "cli", "--interval", "1",
-        env=env, cwd=tmp_path,
-    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "rxhubs.cli", "consume", "--store", store, "--sink", f"jsonl:{out}",
+         "--checkpoint-interval", "0.5", "--workers", "2", "--owner-id", "cli", "--interval", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            written = lambda: sum(len(f.read_text().splitlines()) for f in tmp_path.glob("events.w*.jsonl"))  # noqa: E731
+            while written() < 20 and proc.poll() is None:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    consume = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert_nothing_left_open(consume)
     files = sorted(tmp_path.glob("events.w*.jsonl"))
     assert [f.name for f in files] == ["events.w0.jsonl", "events.w1.jsonl"][: len(files)] and files
