@@ -20,7 +20,7 @@ from azure.eventhub._pyamqp._encode import encode_frame, encode_payload
 from azure.eventhub._pyamqp.message import Header, Message, Properties
 from azure.eventhub._pyamqp.performatives import FlowFrame, TransferFrame
 from azure.eventhub._pyamqp.types import TYPE, VALUE, AMQPTypes
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rxhubs.transport._frame_errors import FrameError
@@ -206,26 +206,40 @@ def test_messages_equal_pyamqps_whatever_the_cuts(
     same(read_in_chunks(reader, stream, cuts), expected(stream))
 
 
-#: The largest stream cut at every byte: each cut reads the whole stream, so the work grows with its square (a
-#: 40 KB message, which the long strings make common, was 80,000 reads of 80 KB). Every boundary of every
-#: encoding still comes up in streams this size (a str32 or sym32 is 256 bytes and more; the example below has
-#: all three); the chunked test above reads streams of any size.
-BOUNDARY_STREAM_BYTES = 4096
+#: The largest generated stream cut at every byte: each cut reads the whole stream, so the work grows with its
+#: square (a 40 KB message, which the fuzz's long strings make common, was 80,000 reads of 80 KB: 56 s, and over
+#: pytest's 120 s at load 28). Generated streams this size cut every boundary of the short encodings;
+#: test_every_byte_boundary_of_the_long_encodings cuts the 32-bit ones (str32, sym32, list32, map32, array32), and
+#: the chunked test above reads streams of any size.
+BOUNDARY_STREAM_BYTES = 1024
+
+
+def _boundary_stream(message: Message) -> bytes:
+    return transfer(message, 7) + frame(FlowFrame(next_incoming_id=1, incoming_window=10, next_outgoing_id=1,
+                                                  outgoing_window=10, handle=0)) + transfer(message, 8)
+
+
+def _every_boundary(reader: ModuleType, stream: bytes) -> None:
+    want = repr(expected(stream))  # repr tells True from 1 and 1.0 from 1 (as same() does), once per stream
+    for cut in range(len(stream) + 1):
+        assert repr(read_in_chunks(reader, stream, [cut])) == want, cut
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(message=messages().filter(lambda m: m.data is None or len(m.data[0]) < 1000))
-@example(message=Message(  # the long encodings' boundaries always: a str32 key and value, a sym32 annotation
-    data=[b"x" * 40], application_properties={"k" * 300: "v" * 260},
-    message_annotations={b"x-opt-key": {TYPE: AMQPTypes.symbol, VALUE: b"s" * 280}},
-))
 def test_every_byte_boundary(reader: ModuleType, message: Message) -> None:
-    stream = transfer(message, 7) + frame(FlowFrame(next_incoming_id=1, incoming_window=10, next_outgoing_id=1,
-                                                    outgoing_window=10, handle=0)) + transfer(message, 8)
+    stream = _boundary_stream(message)
     assume(len(stream) <= BOUNDARY_STREAM_BYTES)
-    want = repr(expected(stream))  # repr tells True from 1 and 1.0 from 1 (as same() does), once per stream
-    for cut in range(len(stream) + 1):
-        assert repr(read_in_chunks(reader, stream, [cut])) == want, cut
+    _every_boundary(reader, stream)
+
+
+def test_every_byte_boundary_of_the_long_encodings(reader: ModuleType) -> None:
+    """A str32 key and value (in a map32), a sym32 annotation, a list32 and an array32, cut at every byte."""
+    _every_boundary(reader, _boundary_stream(Message(
+        application_properties={"k" * 300: "v" * 260},
+        message_annotations={b"x-opt-key": {TYPE: AMQPTypes.symbol, VALUE: b"s" * 280}},
+        sequence=[["x" * 300, {TYPE: AMQPTypes.array, VALUE: [{TYPE: AMQPTypes.long, VALUE: i} for i in range(40)]}]],
+    )))
 
 
 def test_what_it_hands_back(reader: ModuleType) -> None:
