@@ -26,6 +26,7 @@ from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._read import _CONNECT_GRACE, check_loss
 from rxhubs.spark._source_options import _Options
 from rxhubs.spark._trace import task_mark
+from rxhubs.spark._worker_sessions import worker_sessions
 from rxhubs.transport._direct import direct_supported, receive_direct
 from rxhubs.transport._errors import translate_error
 
@@ -74,9 +75,12 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
     from rxhubs.spark._read import read_events
 
     times = Times(partition)
-    loop = asyncio.new_event_loop()
+    sessions = worker_sessions()
+    loop = sessions.loop()  # kept across this worker's tasks, with a session opened ahead for the next one
+    key = sessions.key(opts)
     hub = opts.hub(partition_ids=(partition.partition,))  # planned from the hub's partitions: no need to ask
     task: asyncio.Task[None] | None = None
+    warm: Any | None = None
     try:
         client = hub._new_consumer_client(opts.consumer_group)
         if not direct_supported(client):
@@ -84,11 +88,14 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
             yield from read_events(opts, partition)
             return
         sink = _Sink(columns)
+        warm = sessions.take(key)
+        times.warm = warm is not None
         task = loop.create_task(receive_direct(
             client, opts.consumer_group, partition.partition, partition.start, True,
             prefetch=min(opts.prefetch or 1000, max(1, partition.end - partition.start)), owner_level=None,
-            track_last_enqueued_event_properties=False, room=sink.room, deliver=_never, frames=sink,
+            track_last_enqueued_event_properties=False, room=sink.room, deliver=_never, frames=sink, warm=warm,
         ))
+        sessions.prepare(key, opts)
         for batch in _batches(loop, task, sink, opts, partition, hub._secrets, times):
             times.rows += batch.num_rows
             handed = time.perf_counter()
@@ -100,9 +107,9 @@ def read_frames(opts: _Options, partition: SequenceRange, columns: Any) -> Itera
             if task is not None and not task.done():
                 task.cancel()
                 loop.run_until_complete(asyncio.wait({task}))
+            sessions.used(warm)
             loop.run_until_complete(close_hub(hub))
         finally:
-            loop.close()
             times.done(closing)
 
 
@@ -121,6 +128,7 @@ class Times:
         self.first: float | None = None
         self.spark = 0.0
         self.rows = 0
+        self.warm = False
 
     def arrived(self) -> None:
         if self.first is None:
@@ -131,13 +139,13 @@ class Times:
         total, first = now - self.start, self.first or 0.0
         cpu = time.process_time() - self.cpu
         task_mark(self.partition, self.start_wall, rows=self.rows, s=total, first=first, spark=self.spark,
-                  close=now - closing, cpu=cpu)
+                  close=now - closing, cpu=cpu, warm=self.warm)
         _log.debug(
             "range %s %d..%d: %d events in %.1f ms: first rows after %.1f ms (connect, attach), read %.1f ms, "
-            "Spark between batches %.1f ms, close %.1f ms; this worker's CPU %.2f us/event",
+            "Spark between batches %.1f ms, close %.1f ms; this worker's CPU %.2f us/event; session opened ahead: %s",
             self.partition.partition, self.partition.start, self.partition.end - 1, self.rows, total * 1e3,
             first * 1e3, (closing - self.start - first - self.spark) * 1e3, self.spark * 1e3, (now - closing) * 1e3,
-            cpu / max(1, self.rows) * 1e6,
+            cpu / max(1, self.rows) * 1e6, self.warm,
         )
 
 

@@ -6,6 +6,7 @@ The emulator, the real azure-eventhub client under rxhubs on both sides."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +32,7 @@ class Watched:
         self.most = 0
         self.lane_now: dict[tuple[str, str | None], int] = defaultdict(int)
         self.lane_most = 0
+        self.overlapped = asyncio.Event()
 
     async def publish(self, events: Sequence[hops.OutgoingEvent], *, partition_id: str | None = None,
                       partition_key: str | None = None) -> None:
@@ -40,7 +42,14 @@ class Watched:
             self.lane_most = max(self.lane_most, self.lane_now[lane])
         sources = {lane[0] for lane, n in self.lane_now.items() if n}
         self.most = max(self.most, len(sources))  # source partitions with a send in flight
+        if self.most >= 2:
+            self.overlapped.set()
         try:
+            if self.hub._senders.native and not self.overlapped.is_set():
+                # a slow acknowledgement (at most 2 s, until another partition's send is in flight too): on a
+                # loaded machine each send could otherwise be acknowledged before the next partition's starts
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.overlapped.wait(), 2.0)
             await self.inner(events, partition_id=partition_id, partition_key=partition_key)
         finally:
             for lane in lanes:
