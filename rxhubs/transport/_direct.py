@@ -200,9 +200,13 @@ class _Forwarding(deque[Any]):
 
 def _native_link(
     handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str,
-    frames: FrameSink | None = None,
+    frames: FrameSink | None = None, deliver: Callable[[list[Any]], None] | None = None,
 ) -> NativeLink | None:
-    """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed."""
+    """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed.
+
+    With ``deliver``, each chunk's messages are handed over at once, in the read (after any message the SDK put
+    in ``buffer`` before them): they become events while young, and no task hop per chunk.
+    """
     log_receive_path()
     reader = compiled_reader()
     if reader is None and frames is None:
@@ -210,6 +214,13 @@ def _native_link(
         return None
 
     def push(messages: list[Any]) -> None:
+        if deliver is not None:
+            if buffer:  # the SDK's own messages (a frame handed back) came first: keep the order
+                earlier = list(buffer)
+                buffer.clear()
+                deliver(earlier)
+            deliver(messages)
+            return
         buffer.extend(messages)  # (deque's own extend: one signal per chunk, not one per message)
         arrived.set()
 
@@ -258,6 +269,7 @@ async def receive_direct(
     warm: Any | None = None,
     on_native: Callable[[NativeLink | None], None] | None = None,
     frames: FrameSink | None = None,
+    has_room: Callable[[], bool] | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -272,7 +284,8 @@ async def receive_direct(
     ``warm``: a session opened ahead to attach the link on (closed if it cannot be used).
     ``on_native(native)``: called once the link is open, with its :class:`NativeLink` (None on the SDK's loop).
     ``frames``: a :class:`FrameSink` that keeps the events itself (``deliver`` is then never called, and the loop
-    reads while ``frames.has_room()``).
+    reads while ``frames.has_room()``). ``has_room()``: whether the receiver takes more now; given, the native path
+    hands each chunk to ``deliver`` as it is read (no buffer here) and reads while it is True.
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -326,16 +339,17 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
-            native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames)
+            native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames,
+                                  deliver if has_room is not None and frames is None else None)
             if on_native is not None:
                 on_native(native)
             if frames is None:
                 drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
 
-            def has_room() -> bool:
+            def buffer_room() -> bool:
                 return len(buffer) < prefetch
 
-            room_left = has_room if frames is None else frames.has_room
+            room_left = frames.has_room if frames is not None else has_room or buffer_room
             while True:
                 if drainer is not None and drainer.done():
                     drainer.result()  # its error, if any
