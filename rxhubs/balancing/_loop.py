@@ -267,10 +267,13 @@ class BalancingLoop(RoundInputs):
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
-            sent = [*(o for o in claims if o.partition_id not in handed and o.partition_id not in kept), *releases]
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
-            if presence_sent:
-                sent.append(self._presence_record(presence, self.owner_id))
+            # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
+            # renewals, which the next round sends again
+            gains = set(decision.acquiring)
+            sent = [*releases, *([self._presence_record(presence, self.owner_id)] if presence_sent else []),
+                    *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
+                            key=lambda o: o.partition_id not in gains)]
             won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
                 releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from rxhubs.emulator._websocket import WebSocketListener
 
 _LOG = logging.getLogger("rxhubs.emulator")
-MAX_CONNECTIONS = 1024
+#: Connections open at once (a Standard namespace's quota is 5,000 AMQP connections). azure-eventhub's producer
+#: opens a connection per partition it sends to: one producer sending to every partition of a 1,024-partition hub
+#: needs 1,024 by itself (``rxhubs bench scale --real``).
+MAX_CONNECTIONS = 5000
 
 
 class Server:

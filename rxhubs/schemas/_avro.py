@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from reactivex import Observable
@@ -15,6 +16,8 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError, RxHubsError
+from rxhubs.schemas._avro_compile import MISSING, compile_reader
+from rxhubs.schemas._fetch import fetch_once
 
 __all__ = ["AvroSchemas", "DecodedBatch", "UndecodableError", "decode"]
 
@@ -51,6 +54,8 @@ class AvroSchemas:
         self.client = client
         self.group_name = group_name
         self._parsed: dict[str, Any] = {}
+        self._failed: dict[str, tuple[float, BaseException]] = {}  # schema id -> when and why its fetch failed
+        self._readers: dict[str, Any] = {}  # schema id -> compiled reader, or None (fastavro reads it)
         self._ids: dict[str, str] = {}  # schema text -> id, for encoding
 
     @staticmethod
@@ -61,41 +66,72 @@ class AvroSchemas:
         return None
 
     def fetch(self, schema_id: str) -> Any:
-        """The parsed schema of ``schema_id``, from the cache or the registry (a blocking call on a miss)."""
-        parsed = self._parsed.get(schema_id)
-        if parsed is None:
-            definition = self.client.get_schema(schema_id).definition
-            parsed = self._parsed[schema_id] = _fastavro().parse_schema(json.loads(definition))
-        return parsed
+        """The parsed schema of ``schema_id``, from the cache or the registry (a blocking call on a miss).
+
+        A failed fetch is remembered: the same error again, without a registry call, for
+        ``rxhubs.schemas._fetch.RETRY_FAILED_FETCH`` seconds.
+        """
+        return fetch_once(self._parsed, self._failed, schema_id,
+                          lambda i: _fastavro().parse_schema(json.loads(self.client.get_schema(i).definition)))
+
+    def _reader(self, schema_id: str) -> Any:
+        if schema_id not in self._readers:
+            self._readers[schema_id] = compile_reader(self._parsed[schema_id])
+        return self._readers[schema_id]
 
     def decode_values(self, events: Sequence[Event]) -> tuple[list[Any], list[tuple[int, UndecodableError]]]:
         """The values of ``events`` (None where undecodable) and the failures ``(index, error)``; the hot path.
 
-        Schemas must be in the cache (else the event fails as unknown: :func:`decode` fetches new ids first).
+        Events are grouped by schema id, and each group's bodies are read one after the other from one buffer
+        with the reader made for that schema (:func:`~rxhubs.schemas._avro_compile.compile_reader`; fastavro for
+        schemas it leaves alone): an event's value counts only if its read ends exactly where its body ends (what
+        :meth:`decode_event` checks with a stream of its own); any other event, and any event whose read fails or
+        strays into the next body, is decoded alone by fastavro, which gives its value or says why not. Schemas
+        must be in the cache (else the event fails as unknown: :func:`decode` fetches new ids first).
         """
         read = _fastavro().schemaless_reader
         parsed = self._parsed
-        buffer = io.BytesIO
-        values: list[Any] = []
-        failed: list[tuple[int, UndecodableError]] = []
-        for i, event in enumerate(events):
-            content_type = event.system_properties.get("content-type")
-            schema = parsed.get(content_type[12:]) if content_type.__class__ is str and \
-                content_type.startswith(PREFIX) else None
-            if schema is not None:
-                body = event.body
-                fo = buffer(body)
+        values: list[Any] = [None] * len(events)
+        kinds = [event.system_properties.get("content-type") for event in events]
+        groups: dict[str, Sequence[int]] = {}
+        alone: list[int] = []
+        for content_type in set(kinds):
+            if content_type.__class__ is str and content_type.startswith(PREFIX) and content_type[12:] in parsed:
+                groups[content_type[12:]] = range(len(kinds)) if len(kinds) == kinds.count(content_type) else \
+                    [i for i, kind in enumerate(kinds) if kind == content_type]
+            else:
+                alone.extend(i for i, kind in enumerate(kinds) if kind == content_type)
+        for schema_id, members in groups.items():
+            bodies = [events[i].body for i in members]
+            joined = b"".join(bodies)
+            compiled = self._reader(schema_id)
+            if compiled is not None:  # the reader made for this schema reads the whole group in one call
+                for i, value in zip(members, compiled(joined, list(accumulate(map(len, bodies)))), strict=True):
+                    if value is MISSING:
+                        alone.append(i)
+                    else:
+                        values[i] = value
+                continue
+            schema = parsed[schema_id]
+            stream = io.BytesIO(joined)
+            tell = stream.tell
+            end = 0
+            for i, body in zip(members, bodies, strict=True):
+                end += len(body)
                 try:
-                    value = read(fo, schema)
-                    if fo.tell() == len(body):
-                        values.append(value)
+                    value = read(stream, schema)
+                    if tell() == end:
+                        values[i] = value
                         continue
-                except Exception:  # the slow path below says why
+                except Exception:  # decoded alone below, which says why
                     pass
+                stream.seek(end)
+                alone.append(i)
+        failed: list[tuple[int, UndecodableError]] = []
+        for i in sorted(alone):
             try:
-                values.append(self.decode_event(event))
+                values[i] = self.decode_event(events[i])
             except UndecodableError as exc:
-                values.append(None)
                 failed.append((i, exc))
         return values, failed
 

@@ -14,6 +14,7 @@ from typing import Any
 from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError
 from rxhubs.schemas._avro import UndecodableError
+from rxhubs.schemas._fetch import fetch_once
 
 __all__ = ["JsonSchemas"]
 
@@ -42,6 +43,7 @@ class JsonSchemas:
         self.group_name = group_name
         self.validate = validate
         self._parsed: dict[str, Any] = {}
+        self._failed: dict[str, tuple[float, BaseException]] = {}  # schema id -> when and why its fetch failed
         self._ids: dict[str, str] = {}
 
     @staticmethod
@@ -55,11 +57,9 @@ class JsonSchemas:
         return None
 
     def fetch(self, schema_id: str) -> Any:
-        """The schema of ``schema_id`` (a dict), from the cache or the registry (a blocking call on a miss)."""
-        schema = self._parsed.get(schema_id)
-        if schema is None:
-            schema = self._parsed[schema_id] = json.loads(self.client.get_schema(schema_id).definition)
-        return schema
+        """The schema of ``schema_id`` (a dict), from the cache or the registry (a failure is remembered a while)."""
+        return fetch_once(self._parsed, self._failed, schema_id,
+                          lambda i: json.loads(self.client.get_schema(i).definition))
 
     def decode_event(self, event: Event) -> Any:
         """The value of one event.

@@ -1,26 +1,24 @@
 """Schema Registry payloads in Spark: a DataFrame of events gets a column of decoded values (Avro or JSON Schema).
 
 :func:`with_decoded` runs on the executors through ``mapInArrow``: each task makes its own registry client
-(``registry()``, so nothing unpicklable travels), and decodes each Arrow batch's bodies by their content type
-(``systemProperties['content-type']``) with :class:`~rxhubs.schemas.AvroSchemas` or
-:class:`~rxhubs.schemas.JsonSchemas`, schemas fetched once per task and cached. The output column's type comes
-from the reader's Avro schema; a row that cannot be decoded gets null there (and its reason in ``reason_column``
-when one is named): a batch never fails for a bad row.
+(``registry()``, so nothing unpicklable travels), and decodes each Arrow batch with
+:class:`~rxhubs.schemas._arrow_decode.ArrowDecoder`: rows grouped by content type
+(``systemProperties['content-type']``) and schema id, each schema's rows decoded in one call of the reader made
+for it, schemas fetched once per task and cached. The output column's type comes from the reader's Avro schema;
+a row that cannot be decoded, or whose value does not fit that type, gets null there (and its reason in
+``reason_column`` when one is named): a batch never fails for a bad row.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rxhubs._models import Event
 from rxhubs.errors import ConfigurationError
 
 __all__ = ["StaticTokenCredential", "arrow_type_of", "with_decoded"]
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def arrow_type_of(schema: Any, names: dict[str, Any] | None = None) -> Any:
@@ -88,7 +86,6 @@ def with_decoded(df: Any, reader_schema: str, registry: Callable[[], Any], *, co
         >>> arrow_type_of({"type": "map", "values": "double"})
         MapType(map<string, double>)
     """
-    import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -102,28 +99,17 @@ def with_decoded(df: Any, reader_schema: str, registry: Callable[[], Any], *, co
         fields.append(StructField(reason_column, StringType(), True))
 
     def decode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        from rxhubs.schemas._arrow_decode import ArrowDecoder
         from rxhubs.schemas._avro import AvroSchemas
         from rxhubs.schemas._json import JsonSchemas
 
         client = registry()
-        avro, json_schemas = AvroSchemas(client), JsonSchemas(client)
-        for batch in batches:
-            bodies = batch.column(body).to_pylist()
-            systems = batch.column("systemProperties").to_pylist()
-            events = [Event._unchecked(b or b"", 0, "", _EPOCH, None, {}, dict(s or ())) for b, s in
-                      zip(bodies, systems, strict=True)]
-            values: list[Any] = [None] * len(events)
-            reasons: list[str | None] = [None] * len(events)
-            for i, event in enumerate(events):
-                content_type = event.system_properties.get("content-type")
-                schemas = json_schemas if JsonSchemas.schema_id_of(content_type) else avro
-                try:
-                    values[i] = schemas.decode_event(event)
-                except Exception as exc:  # a bad row never fails the batch
-                    reasons[i] = str(exc)
-            out = batch.append_column(column, pa.array(values, type=value_type))
+        decoder = ArrowDecoder(AvroSchemas(client), JsonSchemas(client), value_type)
+        for batch in batches:  # rows grouped by schema id, each group decoded in one call (ArrowDecoder)
+            values, reasons = decoder.decode(batch.column(body), batch.column("systemProperties"))
+            out = batch.append_column(column, values)
             if reason_column is not None:
-                out = out.append_column(reason_column, pa.array(reasons, type=pa.string()))
+                out = out.append_column(reason_column, reasons)
             yield out
 
     return df.mapInArrow(decode_batches, StructType(fields))

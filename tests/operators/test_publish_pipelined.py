@@ -1,10 +1,12 @@
 """hops.publish through an rxhubs.EventHub on the native send path: the source partitions' sends are in flight
 together (no 20 ms linger, no turn at the link), each partition's still one at a time, in order, acknowledged
-before its checkpoint. The emulator, the real azure-eventhub client under rxhubs on both sides."""
+before its checkpoint; on azure-eventhub's send_batch (RXHUBS_NO_EXTENSIONS=1) order and acks hold the same.
+The emulator, the real azure-eventhub client under rxhubs on both sides."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +17,7 @@ from reactivex import operators as ops
 import rxhubs
 from rxhubs import operators as hops
 from rxhubs.operators import _publish
+from rxhubs.transport._encode import compiled_encoder
 from tests.operators.test_publish_emulator import FAST, KEYS, CheckedStore, read_all, run_until
 
 EVENTS_PER_KEY = 60
@@ -29,6 +32,7 @@ class Watched:
         self.most = 0
         self.lane_now: dict[tuple[str, str | None], int] = defaultdict(int)
         self.lane_most = 0
+        self.overlapped = asyncio.Event()
 
     async def publish(self, events: Sequence[hops.OutgoingEvent], *, partition_id: str | None = None,
                       partition_key: str | None = None) -> None:
@@ -38,7 +42,14 @@ class Watched:
             self.lane_most = max(self.lane_most, self.lane_now[lane])
         sources = {lane[0] for lane, n in self.lane_now.items() if n}
         self.most = max(self.most, len(sources))  # source partitions with a send in flight
+        if self.most >= 2:
+            self.overlapped.set()
         try:
+            if self.hub._senders.native and not self.overlapped.is_set():
+                # a slow acknowledgement (at most 2 s, until another partition's send is in flight too): on a
+                # loaded machine each send could otherwise be acknowledged before the next partition's starts
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.overlapped.wait(), 2.0)
             await self.inner(events, partition_id=partition_id, partition_key=partition_key)
         finally:
             for lane in lanes:
@@ -82,13 +93,14 @@ async def test_partitions_send_together_natively_each_in_order_and_acked_before_
     finally:
         await source.close()
         await target.close()
-    assert native  # the native send path was used: the gate opened on it
+    assert native == (compiled_encoder() is not None)  # the native send path wherever it is built
     by_key: dict[str, list[bytes]] = defaultdict(list)
     for event in published:
         by_key[str(event.partition_key)].append(event.body)
     assert by_key == {k: [f"{k}/{n}".encode() for n in range(EVENTS_PER_KEY)] for k in KEYS}  # order per key
     assert store.early == [] and store.writes >= 4  # every checkpoint after its events' acks
-    assert watched.most >= 2  # several source partitions' sends in flight on the target at once
+    if native:  # (on send_batch the SDK's producer lock orders the sends: not asserted)
+        assert watched.most >= 2  # several source partitions' sends in flight on the target at once
     assert watched.lane_most == 1  # but one at a time per source partition and key
 
 

@@ -1,8 +1,9 @@
 """``rxhubs bench scale --real``: many partitions in real processes: 1 -> 8 -> 4 consumers, fenced blob store.
 
 One emulator (own process) with a hub of 1,024 partitions (256 with ``--quick``, 32 with ``--smoke``; ``--partitions
-N`` for another count), one Azurite, a producer sending a steady trickle to every partition (one event per
-partition per round, ``--rate`` events/s in all, 200 by default), and consumer processes: the ``handover``
+N`` for another count), one Azurite, 16 producers sending a steady trickle to every partition (one event per
+partition per round, ``--rate`` events/s in all, 200 by default: :mod:`~rxhubs.bench.rebalance._trickle`), and
+consumer processes: the ``handover``
 scenario's rxhubs worker (``rxhubs.consume`` + 20 ms of work per batch + ``hops.checkpoint`` on the fenced
 ``BlobCheckpointStore``). Its intervals follow docs/operations.md's guidance for large hubs (:func:`settings`):
 a load-balancing interval of one second per 100 partitions (2 s at least: 10.24 s at 1,024), an ownership expiry of
@@ -47,7 +48,7 @@ from typing import Any
 
 from rxhubs.bench._procs import emulator_process
 from rxhubs.bench._report import figure, sized
-from rxhubs.bench.handover._scenario import _producer
+from rxhubs.bench.rebalance._trickle import produce
 
 FULL, QUICK, SMOKE = (1024, 8, 4), (256, 8, 4), (32, 4, 2)
 RATE = 200
@@ -89,6 +90,23 @@ def _cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _services() -> dict[str, list[int]]:
+    """The emulator's and Azurite's process ids (children of this process), to weigh their CPU."""
+    import psutil
+
+    found: dict[str, list[int]] = {"emulator": [], "azurite": []}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "BackgroundEmulator" in line:
+            found["emulator"].append(child.pid)
+        elif "azurite" in line:
+            found["azurite"].append(child.pid)
+    return found
 
 
 class _Group:
@@ -176,8 +194,12 @@ async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, fe
         await stopping
         settled = time.time()
         group.live_at_steady = group.live
+        pids = {**_services(), **{o: [group.procs[o].pid] for o in group.live}}
+        before = {name: sum(_cpu_s(pid) for pid in ids) for name, ids in pids.items()}
         await asyncio.sleep(SETTLE_INTERVALS * interval)
         result["steady"] = (settled, time.time())
+        result["steady_cpu"] = {name: round((sum(_cpu_s(pid) for pid in ids) - before[name]) / (time.time() - settled),
+                                            3) for name, ids in pids.items()}
     return result
 
 
@@ -226,7 +248,7 @@ def run_real(args: Any) -> list[dict[str, Any]]:
     partitions = getattr(args, "partitions", None) or partitions
     rate = getattr(args, "rate", None) or RATE
     interval, expiry, checkpoint_s = settings(partitions)
-    stop, warm, sent_log = threading.Event(), threading.Event(), []  # type: ignore[var-annotated]
+    stop, warm = threading.Event(), threading.Event()
     counts: dict[str, int] = {}
     with emulator_process({"scale": partitions}) as conns, Azurite() as azurite, \
             tempfile.TemporaryDirectory() as tmp:
@@ -235,11 +257,10 @@ def run_real(args: Any) -> list[dict[str, Any]]:
                "RXHUBS_BENCH_INTERVAL": str(interval), "RXHUBS_BENCH_EXPIRY": str(expiry),
                "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(checkpoint_s)}
         group = _Group(env, f"scale-{uuid.uuid4().hex[:10]}", Path(tmp), partitions)
-        producer = threading.Thread(target=_producer, args=(conn, stop, partitions, warm), daemon=True,
-                                    kwargs={"rate": rate, "sent": sent_log})
+        producer = threading.Thread(target=produce, args=(conn, stop, partitions, warm, rate), daemon=True)
         producer.start()
-        # the SDK's producer opens a link per partition at its first send to it: at 256 partitions on a loaded
-        # machine its first round took the whole run (one event per partition); start once it sends steadily
+        # the SDK's producer opens a link per partition at its first send to it (half a second each): 16 producers
+        # open them side by side (_trickle); start once every partition got its first rounds
         warm.wait(60 + partitions)
         began = time.time()
         try:
@@ -316,8 +337,8 @@ def run_real(args: Any) -> list[dict[str, Any]]:
     out.append(figure(scenario, "memory_per_partition", "KiB", found["memory_per_partition_kib"], None, None, None,
                       higher_is_better=False, rss_kib=found["memory_kib"], **extra))
     out.append(figure(scenario, "cpu_per_partition", "ms/s", round(1000 * found["owner_cpu"] / partitions, 3),
-                      None, None, None, higher_is_better=False,
-                      owner_cpu_share=round(found["owner_cpu"], 3), **extra))
+                      None, None, None, higher_is_better=False, owner_cpu_share=round(found["owner_cpu"], 3),
+                      steady_cpu_share=found["steady_cpu"], **extra))
     out.append(figure(scenario, "owned_twice", "events", float(twice), None, None, "0", higher_is_better=False,
                       met=twice == 0, examples=examples,
                       changes={k: round(v - began, 2) for k, v in found["changes"].items()}, **extra))

@@ -15,7 +15,8 @@ Both sides read every event's body and sequence number, the least a real consume
 Each pair of trials runs three processes: the SDK, rxhubs on its default receive path (native, the compiled
 frame reader; targets >= 3x tuned, >= 5x defaults) and rxhubs with ``RXHUBS_NO_EXTENSIONS=1`` (the pure-Python
 path; the targets above). Besides events/s, each side's CPU time per event (the consumer is one process, so
-this is per core), and the machine's load average at each trial.
+this is per core), of which the cyclic garbage collector's (``gc_us_per_event`` on the CPU figure), and the
+machine's load average at each trial.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
         for profile, targets in PROFILES.items():
             rates: dict[str, list[float]] = {impl: [] for impl in IMPLS}
             cpu: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+            collector: dict[str, list[float]] = {impl: [] for impl in IMPLS}
             loads: list[float] = []
             for _ in range(repeat):
                 for impl, impl_env in IMPLS.items():
@@ -70,9 +72,11 @@ def run(args: Any = None) -> list[dict[str, Any]]:
                     )
                     rates[impl].append(result["events_per_s"])
                     cpu[impl].append(result["cpu_us_per_event"])
+                    collector[impl].append(result.get("gc_us_per_event", 0.0))
                     loads.append(os.getloadavg()[0])
             for impl, target in (("rxhubs", targets[0]), ("pure", targets[1])):
                 figures += _figures(profile, impl, target, rates, cpu, loads, events, repeat)
+                figures[-1]["gc_us_per_event"] = round(statistics.median(collector[impl]), 2)  # of the CPU figure
     return figures
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import time
@@ -22,7 +23,7 @@ def touch(events: list[tuple[bytes, int]]) -> int:
 
 
 class Clock:
-    """First and last event times of a trial."""
+    """First and last event times of a trial, and the CPU the cyclic garbage collector took between them."""
 
     def __init__(self, target: int) -> None:
         self.target = target
@@ -30,6 +31,19 @@ class Clock:
         self.first: float | None = None
         self.last = 0.0
         self.done = asyncio.Event()
+        self.gc_seconds = 0.0
+        self.gc_full = 0  # full collections
+        self._gc_start = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, Any]) -> None:
+        if self.first is None or self.count >= self.target:
+            return
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        else:
+            self.gc_seconds += time.thread_time() - self._gc_start
+            self.gc_full += info["generation"] == 2
 
     def saw(self, n: int) -> None:
         now, cpu = time.perf_counter(), time.process_time()
@@ -46,7 +60,9 @@ class Clock:
         measured = self.count - getattr(self, "first_batch", 0)
         cpu = self.last_cpu - self.first_cpu if self.first is not None else 0.0  # this process: one core at most
         return {"events": self.count, "seconds": seconds, "events_per_s": measured / seconds if seconds else 0.0,
-                "cpu_us_per_event": cpu / measured * 1e6 if measured > 0 else 0.0}
+                "cpu_us_per_event": cpu / measured * 1e6 if measured > 0 else 0.0,
+                "gc_us_per_event": self.gc_seconds / measured * 1e6 if measured > 0 else 0.0,
+                "gc_full_collections": self.gc_full}
 
 
 async def sdk(args: argparse.Namespace, clock: Clock) -> None:
