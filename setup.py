@@ -1,7 +1,8 @@
 """Build of the optional compiled frame readers and the send path's encoder (everything else is in pyproject.toml).
 
 ``rxhubs/transport/_frames_c.py`` is a link to ``_frames_py.py``: Cython compiles that one source with the C
-types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``. The send path's encoder
+types of ``_frames_c.pxd`` into the extension ``rxhubs.transport._frames_c``; its framing half
+(``_framing_py.py``, link ``_framing_c.py``) ``cimport``-s it. The send path's encoder
 (``rxhubs/transport/_encode_py.py``, link ``_encode_c.py``) and the Spark source's Arrow builder
 (``rxhubs/spark/_arrow_values_py.py`` and ``_arrow_frames_py.py``, links ``_arrow_values_c.py`` and
 ``_arrow_frames_c.py``) are built the same way, types in their ``.pxd``. The extensions are optional: where
@@ -38,7 +39,7 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    modules = ("rxhubs.transport._frames_c", "rxhubs.transport._events_c", "rxhubs.transport._encode_c",
+    modules = ("rxhubs.transport._frames_c", "rxhubs.transport._framing_c", "rxhubs.transport._events_c", "rxhubs.transport._encode_c",
                "rxhubs.spark._arrow_values_c", "rxhubs.spark._arrow_frames_c")
     compiled = [_compiled(name, required) for name in modules]
     built = cythonize(

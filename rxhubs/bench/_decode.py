@@ -6,7 +6,7 @@ when the consumer tracks last-enqueued properties) and framed as the emulator fr
 are those a receive connection carries. Shapes: 64 B, 1 KB, 1 KB with 5 application properties, 1 KB with
 runtime metrics, 16 KB.
 
-* rxhubs: one :func:`parse <rxhubs.transport._frames_py.parse>` call per chunk of 64 frames (the native loop's
+* rxhubs: one :func:`parse <rxhubs.transport._framing_py.parse>` call per chunk of 64 frames (the native loop's
   way), giving pyamqp ``Message`` tuples;
 * baseline: pyamqp's own work per frame, ``decode_frame`` then ``decode_payload`` (what its receive loop calls
   for every transfer; its socket reads, tasks and bookkeeping are not counted here).
@@ -40,11 +40,11 @@ def _best(work: Callable[[], Any], rounds: int) -> float:
 def run(args: Any = None) -> list[dict[str, Any]]:
     from azure.eventhub._pyamqp._decode import decode_frame, decode_payload
 
-    from rxhubs.transport import _frames_py
+    from rxhubs.transport import _framing_py
     from rxhubs.transport._frames import compiled_reader
 
-    reader = compiled_reader() or _frames_py
-    compiled = reader is not _frames_py
+    reader = compiled_reader() or _framing_py
+    compiled = reader is not _framing_py
     repeat = sized(args, 60, 20, 2)
     rounds = sized(args, 7, 3, 1)
     shapes = {"64B": (64, 0, False), "1KB": (1024, 0, False), "1KB_5props": (1024, 5, False),

@@ -38,7 +38,7 @@ class _SignallingDeque(deque[Any]):
 class FrameSink(Protocol):
     """Where a receive loop puts events itself instead of handing messages over (the Spark source's builder).
 
-    ``parse`` is :func:`~rxhubs.transport._frames_py.parse`'s contract with a count of events kept instead of a
+    ``parse`` is :func:`~rxhubs.transport._framing_py.parse`'s contract with a count of events kept instead of a
     list of messages; ``add_message`` takes each message the SDK decoded (a frame ``parse`` handed back, or every
     message on the SDK's own loop), at once, so the order stays; ``pushed(n)`` says ``n`` events arrived;
     ``has_room`` says whether the loop may read on.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -44,10 +45,17 @@ def _load() -> tuple[ModuleType | None, str]:
     module, why = load_compiled(
         "rxhubs.transport._frames_c", "rxhubs.transport._frames_py", "the compiled frame reader"
     )
+    if module is None:
+        return None, why
+    # the framing half (parse, parse_frames; decode_message re-exported) cimports the decoder checked above
+    module, why = load_compiled(
+        "rxhubs.transport._framing_c", "rxhubs.transport._framing_py", "the compiled frame reader's framing"
+    )
     return (module, "compiled frame reader") if module is not None else (None, why)
 
 
 _READER, _WHY = _load()
+_DECODER = sys.modules["rxhubs.transport._frames_c"] if _READER is not None else None  # (named by receive_path)
 
 
 def event_wrapper() -> Callable[[list[Any]], list[Any]]:
@@ -77,7 +85,9 @@ def extensions_disabled() -> bool:
 
 
 def compiled_reader() -> ModuleType | None:
-    """The compiled frame reader module, or None when receivers keep the pure-Python path.
+    """The compiled frame reader (``_framing_c``: ``parse``, ``parse_frames``, ``decode_message``), or None.
+
+    None when receivers keep the pure-Python path.
 
     Example:
         >>> compiled_reader() is None or compiled_reader().parse.__name__ == "parse"
@@ -94,7 +104,7 @@ def receive_path() -> str:
         True
     """
     if compiled_reader() is not None:
-        return f"native ({_WHY}: {_READER.__file__.rsplit('/', 1)[-1]})"  # type: ignore[union-attr]
+        return f"native ({_WHY}: {str(getattr(_DECODER, '__file__', '')).rsplit('/', 1)[-1]})"
     why = f"{NO_EXTENSIONS_VARIABLE} is set" if _disabled() else _WHY
     return f"pure-Python ({why})"
 

@@ -3,7 +3,7 @@
 The SDK keeps what it does well and rarely (connection, TLS, SASL and CBS authentication and token refresh,
 attach with owner level and filters, detach, errors). Once the direct path (:mod:`rxhubs.transport._direct`) has
 the link attached, :class:`NativeLink` reads the connection's socket itself, tens of KB per await, and hands each
-chunk to the compiled :func:`parse <rxhubs.transport._frames_py.parse>` in one call: every complete transfer
+chunk to the compiled :func:`parse <rxhubs.transport._framing_py.parse>` in one call: every complete transfer
 frame of the link becomes the same pyamqp ``Message`` the SDK would have built, without pyamqp's per-frame task,
 timer, lock and copies; a delivery of several frames (a large event) is joined once its last frame is read.
 Session and link bookkeeping (incoming ids and windows, delivery count, credit) is done once per chunk, and

@@ -31,7 +31,7 @@ CHANNEL, HANDLE = 1, 0
 
 @pytest.fixture(params=["python", "compiled"], scope="module")
 def reader(request: pytest.FixtureRequest) -> ModuleType:
-    module = importlib.import_module("rxhubs.transport._frames_" + ("c" if request.param == "compiled" else "py"))
+    module = importlib.import_module("rxhubs.transport._framing_" + ("c" if request.param == "compiled" else "py"))
     if request.param == "compiled":  # make test builds it: a missing build is a failure, not a skip
         assert str(module.__file__).endswith(".so"), f"the compiled frame reader was not built: {module.__file__}"
         assert module is compiled_reader(), f"not the build in use: {receive_path()}"  # (e.g. a stale one)

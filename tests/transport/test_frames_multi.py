@@ -28,8 +28,8 @@ KEEP_ALIVE = b"\x00\x00\x00\x08\x02\x00\x00\x00"
 
 @pytest.fixture(params=["python", "compiled"], scope="module")
 def reader(request: pytest.FixtureRequest) -> ModuleType:
-    module = importlib.import_module("rxhubs.transport._frames_" + ("c" if request.param == "compiled" else "py"))
-    assert str(module.__file__).endswith(".so" if request.param == "compiled" else "_frames_py.py")
+    module = importlib.import_module("rxhubs.transport._framing_" + ("c" if request.param == "compiled" else "py"))
+    assert str(module.__file__).endswith(".so" if request.param == "compiled" else "_framing_py.py")
     return module
 
 

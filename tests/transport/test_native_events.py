@@ -79,7 +79,7 @@ def test_an_event_whose_annotations_section_code_is_damaged_is_a_frame_error_in_
     from azure.eventhub._pyamqp._decode import decode_frame, decode_payload
 
     from rxhubs.testing._fault_corrupt import damage
-    from rxhubs.transport import _frames_py
+    from rxhubs.transport import _framing_py
     from rxhubs.transport._frame_errors import FrameError
 
     first, middle, last = _frames_of(emulator_frames(64, metrics=metrics, count=3))
@@ -87,7 +87,7 @@ def test_an_event_whose_annotations_section_code_is_damaged_is_a_frame_error_in_
     assert broken is not None and broken != middle
     pyamqp = decode_payload(decode_frame(memoryview(broken)[8:])[1][-1])
     assert pyamqp.message_annotations is None  # the SDK's decoder drops it too
-    for reader in (_frames_py, compiled_reader()):
+    for reader in (_framing_py, compiled_reader()):
         assert reader is not None
         messages, consumed, other, _ = reader.parse(first + broken + last, 1, 0)
         assert consumed == len(first + broken + last)

@@ -1,0 +1,1 @@
+_framing_py.py
