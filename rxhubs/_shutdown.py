@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import signal
 import threading
 from collections.abc import Callable, Iterator
 
 from reactivex.disposable import Disposable
 
-__all__ = ["Shutdown", "current_shutdown", "shutdown_scope"]
+__all__ = ["Shutdown", "current_shutdown", "held_signals", "release_signals", "shutdown_scope"]
 
 _CURRENT: contextvars.ContextVar[Shutdown | None] = contextvars.ContextVar("rxhubs_shutdown", default=None)
 
@@ -138,3 +139,32 @@ def shutdown_scope(shutdown: Shutdown | None = None) -> Iterator[Shutdown]:
         yield shutdown
     finally:
         _CURRENT.reset(token)
+
+
+@contextlib.contextmanager
+def held_signals(*signals: signal.Signals) -> Iterator[None]:
+    """Hold (block) ``signals`` in this thread while the block runs: one that arrives waits, it does not act.
+
+    A process started inside the block starts with them held (the signal mask is inherited), so a stop signal
+    sent before the process has installed its handler waits for :func:`release_signals` instead of killing it
+    with the signal's default action. (No-op where the platform has no ``pthread_sigmask``.)
+
+    Example:
+        >>> with held_signals(signal.SIGTERM):
+        ...     signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        True
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_signals(*signals: signal.Signals) -> None:
+    """Unblock ``signals`` in this thread: one held meanwhile is delivered now, to the handler installed by then."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)

@@ -15,9 +15,15 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["Gate", "set_start_gate", "take_start_gate"]
+__all__ = ["Gate", "barrier_gate", "set_start_gate", "take_start_gate"]
+
+_log = logging.getLogger("rxhubs.workers")
 
 #: Waits until every sibling announced itself (or gives up); never raises.
 Gate = Callable[[], Awaitable[None]]
@@ -36,3 +42,18 @@ def take_start_gate() -> Gate | None:
     global _gate
     gate, _gate = _gate, None
     return gate
+
+
+def barrier_gate(siblings: Any, timeout: float) -> Gate:
+    """The gate of a first-started worker: wait until every sibling announced itself, at most ``timeout`` s.
+
+    ``siblings`` is a ``multiprocessing`` barrier shared by the workers started together.
+    """
+
+    async def wait() -> None:
+        try:
+            await asyncio.to_thread(siblings.wait, timeout)
+        except threading.BrokenBarrierError:
+            _log.info("workers: not every worker announced itself within %.0f s; starting anyway", timeout)
+
+    return wait

@@ -39,7 +39,8 @@ from reactivex import operators as ops
 from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
 from rxhubs._run import arun
-from rxhubs._siblings import Gate, set_start_gate
+from rxhubs._shutdown import held_signals, release_signals
+from rxhubs._siblings import barrier_gate, set_start_gate
 from rxhubs.errors import ConfigurationError, RxHubsError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]
@@ -177,22 +178,13 @@ async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: Wo
             raise ConfigurationError(
                 f"the pipeline factory returned {type(pipeline).__name__}, not an Observable"
             )
+        # the worker started with SIGTERM held (_Slot.start): one sent before arun's handler is in place (a stop
+        # while the worker imports and connects) waits for it, then stops the pipeline gracefully (exit 0)
+        asyncio.get_running_loop().call_soon(release_signals, signal.SIGTERM)  # runs once arun installed it
         await arun(pipeline.pipe(ops.do_action(seen)), grace=grace, signals=(signal.SIGTERM,))
     finally:
         for resource in reversed(context._resources):
             await _close(resource)
-
-
-def _sibling_gate(siblings: Any) -> Gate:
-    """The start gate of a first-started worker: wait until every sibling announced itself, at most a while."""
-
-    async def wait() -> None:
-        try:
-            await asyncio.to_thread(siblings.wait, _SIBLINGS_WAIT)
-        except threading.BrokenBarrierError:
-            _log.info("workers: not every worker announced itself within %.0f s; starting anyway", _SIBLINGS_WAIT)
-
-    return wait
 
 
 def _worker_main(factory: Callable[[WorkerContext], Observable[Any]], context: WorkerContext, counter: Any,
@@ -204,7 +196,7 @@ def _worker_main(factory: Callable[[WorkerContext], Observable[Any]], context: W
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if siblings is not None:
-        set_start_gate(_sibling_gate(siblings))
+        set_start_gate(barrier_gate(siblings, _SIBLINGS_WAIT))
     try:
         asyncio.run(_work(factory, context, counter, grace))
     except RxHubsError as exc:
@@ -236,7 +228,8 @@ class _Slot:
             target=_worker_main, args=(factory, self.context, self.counter, grace, siblings),
             name=f"rxhubs-worker-{self.index}", daemon=False,
         )
-        self.process.start()
+        with held_signals(signal.SIGTERM):  # until the worker's handler is in place (_work)
+            self.process.start()
         self.reaped = False
         self.started = time.monotonic()
         self.restart_at = None

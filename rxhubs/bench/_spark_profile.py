@@ -14,7 +14,8 @@ query's progress (``durationMs``). Prints one JSON object per query, then a summ
   ``addBatch``: the tasks, ``commitOffsets``);
 - ``after_last_trigger`` (stream): from the last micro-batch's end to the query's end (``stop``);
 - ``tasks``: per read task, its start relative to the query, ``first`` (connect, authenticate, attach, first
-  frames), ``read``, ``spark`` (Spark holding the generator), ``close``, rows, CPU us per event, and
+  frames), ``read``, ``spark`` (Spark holding the generator), ``close``, rows, CPU us per event, ``warm`` (the
+  link attached on a session the worker opened ahead, so ``first`` is the attach alone), and
   ``worker_task`` (1 = the first task in a new Python worker, which pays for its imports: ``worker_age``).
 
 The machine's load average is printed beside it: read the figures as proportions on a loaded machine.
@@ -61,6 +62,7 @@ def _tasks(marks: list[dict[str, Any]], origin: float) -> list[dict[str, Any]]:
             "first": round(m["first"], 3), "read": round(m["s"] - m["first"] - m["spark"] - m["close"], 3),
             "spark": round(m["spark"], 3), "close": round(m["close"], 3),
             "cpu_us_per_event": round(m["cpu"] / rows * 1e6, 2), "worker_task": m["worker_task"],
+            "warm": m.get("warm", False),
             "worker_age": round(m["t0"] - m["worker_started"], 3) if m.get("worker_started") else None,
         })
     return out
@@ -161,6 +163,10 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 sum(b["triggerExecution"] - b.get("addBatch", 0) for b in r["micro_batches"]) for r in mine)
         for k in ("first", "read", "close", "cpu_us_per_event"):
             row[f"task_{k}_median"] = statistics.median(t[k] for t in tasks) if tasks else None
+        for warm in (True, False):  # connect and attach, with a session opened ahead and without
+            firsts = [t["first"] for t in tasks if t["warm"] is warm]
+            row[f"task_first_median_{'on_session_ahead' if warm else 'own_connection'}"] = (
+                statistics.median(firsts) if firsts else None)
         row["tasks_in_new_workers"] = sum(t["worker_task"] == 1 for t in tasks)
         row["tasks"] = len(tasks)
         out[kind] = row

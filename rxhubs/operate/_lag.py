@@ -128,6 +128,24 @@ async def group_lag(
     return rows
 
 
+def worst_lag_seconds(rows: Sequence[PartitionLag]) -> float | None:
+    """The group's time behind: the largest of the partitions' ``lag_seconds``, None when it is unknown.
+
+    A partition that is behind but whose time could not be read makes the maximum unknown (its term could be the
+    largest), so the result is None then, never the 0.0 of the partitions that are caught up: a scaler reading
+    0.0 at a lag of 13 would take the group for caught up. No partition, or every one caught up: 0.0.
+
+    Example:
+        >>> worst_lag_seconds([PartitionLag("0", "a", 40, 52, 12, 3.5), PartitionLag("1", "a", 9, 9, 0, 0.0)])
+        3.5
+        >>> print(worst_lag_seconds([PartitionLag("0", "a", 40, 52, 12, None), PartitionLag("1", "a", 9, 9, 0, 0.0)]))
+        None
+    """
+    seconds = [r.lag_seconds for r in rows]
+    known = [s for s in seconds if s is not None]
+    return None if len(known) < len(seconds) else max(known, default=0.0)
+
+
 def lag_json(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLag], at: float | None = None,
              stalls: Mapping[str, int] | None = None) -> str:
     """The JSON form: totals at the top (for KEDA's ``metrics-api`` scaler, ``valueLocation: lag``), per partition.
@@ -140,13 +158,12 @@ def lag_json(eventhub_name: str, consumer_group: str, rows: Sequence[PartitionLa
         >>> json.loads(text)["lag"], json.loads(text)["partitions"]["0"]["lag_seconds"]
         (12, 3.5)
     """
-    seconds = [r.lag_seconds for r in rows if r.lag_seconds is not None]
     document = {
         "eventhub": eventhub_name,
         "consumer_group": consumer_group,
         "time": round(time.time() if at is None else at, 3),
         "lag": sum(r.lag for r in rows),
-        "lag_seconds": max(seconds, default=0.0),
+        "lag_seconds": worst_lag_seconds(rows),
         "partitions": {r.partition_id: {k: v for k, v in asdict(r).items() if k != "partition_id"} for r in rows},
     }
     if stalls is not None:

@@ -44,8 +44,8 @@ _log = logging.getLogger("rxhubs.spark.source")
 
 #: Seconds a session opened ahead may wait for the next task (the loop does not run between tasks).
 MAX_AGE = 20.0
-#: Rounds of reading what arrived on a session between tasks before it is used (each up to 16 frames).
-_DRAIN_ROUNDS = 8
+#: Frames read at most from what arrived on a session between tasks before it is used.
+_DRAIN_ROUNDS = 64
 #: Upper bound on opening one session ahead.
 _OPEN_TIMEOUT = 30.0
 
@@ -157,10 +157,10 @@ async def usable(handler: Any) -> bool:
     """
     try:
         connection = handler._connection
-        for _ in range(_DRAIN_ROUNDS):
+        for _ in range(_DRAIN_ROUNDS):  # only what is there: a wait for more would cost the task its gain
             if not _pending(connection._transport):
                 break
-            await connection.listen(wait=0.05, batch=16)
+            await connection.listen(wait=0.001, batch=1)
         reader = connection._transport.reader
         return bool(connection.state.name == "OPENED" and connection._error is None and not reader.at_eof())
     except Exception as exc:  # a closed or broken connection: the task opens its own

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,28 @@ def run_cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) ->
         [sys.executable, "-m", "rxhubs.cli", *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
     )
+
+
+def consume_until_written(*args: str, events: int, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``rxhubs consume ARGS``, stopped by Ctrl-C once its JSON-lines files in ``cwd`` hold ``events`` lines.
+
+    Not after a fixed time: on a loaded machine a run of a few seconds once ended before it had read everything
+    (and, with --workers, before the workers were up).
+    """
+    with subprocess.Popen(
+        [sys.executable, "-m", "rxhubs.cli", "consume", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            while sum(len(f.read_text().splitlines()) for f in cwd.glob("*.jsonl")) < events and proc.poll() is None:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def assert_nothing_left_open(result: subprocess.CompletedProcess[str]) -> None:
@@ -65,9 +89,8 @@ def test_consume_then_checkpoints_on_blob_leave_nothing_open(
 ) -> None:
     store = f"blob://{blob_container}"
     out = tmp_path / "events.jsonl"
-    consume = run_cli(
-        "consume", "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--duration", "6",
-        env=env, cwd=tmp_path,
+    consume = consume_until_written(
+        "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", events=20, env=env, cwd=tmp_path
     )
     assert_nothing_left_open(consume)
     assert len(out.read_text().splitlines()) == 20  # the blob store really served the run
@@ -89,10 +112,9 @@ def test_consume_with_workers_shares_partitions_prints_the_summary_and_leaves_no
 ) -> None:
     store = f"blob://{blob_container}"
     out = tmp_path / "events.jsonl"
-    consume = run_cli(
-        "consume", "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--duration", "8",
-        "--workers", "2", "--owner-id", "cli", "--interval", "1",
-        env=env, cwd=tmp_path,
+    consume = consume_until_written(
+        "--store", store, "--sink", f"jsonl:{out}", "--checkpoint-interval", "0.5", "--workers", "2", "--owner-id",
+        "cli", "--interval", "1", events=20, env=env, cwd=tmp_path,
     )
     assert_nothing_left_open(consume)
     files = sorted(tmp_path.glob("events.w*.jsonl"))

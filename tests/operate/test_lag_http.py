@@ -222,3 +222,34 @@ def test_the_stall_series_counts_the_dead_paths_this_process_noticed(backlog: An
     families = text_string_to_metric_families(text)
     samples = {(s.name, s.labels["partition"]): s.value for f in families for s in f.samples}
     assert samples["rxhubs_receive_stalls_total", "1"] == body["partitions"]["1"]["stalls"]
+
+
+def test_unknown_seconds_are_null_at_the_top_never_caught_up(backlog: Any) -> None:
+    """The events that give the seconds cannot be read (the read group does not exist): the top is null.
+
+    A maximum with an unknown term is unknown: neither 0.0 (KEDA would see "caught up" at a lag of 13) nor the
+    0.0 of a partition that is caught up. KEDA's metrics-api scaler refuses a null (not a number): no value,
+    rather than a wrong one. In Prometheus the partition's ``rxhubs_lag_seconds`` sample is absent.
+    """
+    server = LagServer(lambda: rxhubs.EventHub.from_connection_string(backlog.conn),
+                       lambda: SqliteCheckpointStore(backlog.path), "$Default", read_group="missing", min_interval=0.0)
+    with server:
+        body = json.loads(urllib.request.urlopen(server.url + "/lag", timeout=30).read())
+        assert body["lag"] == 13 and body["lag_seconds"] is None
+        assert [body["partitions"][p]["lag_seconds"] for p in ("0", "1")] == [None, None]
+        with pytest.raises(ValueError, match="not a number"):
+            keda_metrics_api_value(json.dumps(body).encode(), "lag_seconds")
+
+        async def catch_up_partition_1() -> None:
+            async with SqliteCheckpointStore(backlog.path) as store:
+                await store.update_checkpoint(Checkpoint(f"127.0.0.1:{backlog.port}", HUB, "$Default", "1", None, 2))
+
+        asyncio.run(catch_up_partition_1())
+        body = json.loads(urllib.request.urlopen(server.url + "/lag", timeout=30).read())
+        text = urllib.request.urlopen(server.url + "/metrics", timeout=30).read().decode()
+    assert body["lag"] == 10 and body["partitions"]["1"]["lag_seconds"] == 0.0
+    assert body["lag_seconds"] is None  # partition 1's 0.0 is not the group's time behind
+    samples = {(s.name, s.labels["partition"]): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert ("rxhubs_lag_seconds", "0") not in samples and samples["rxhubs_lag_seconds", "1"] == 0.0
+    assert samples["rxhubs_lag_events", "0"] == 10

@@ -41,3 +41,12 @@ def failing(context: rxhubs.WorkerContext) -> Observable[Any]:
 
 def not_a_pipeline(context: rxhubs.WorkerContext) -> Any:
     return 42
+
+
+def idle(context: rxhubs.WorkerContext) -> Observable[Any]:
+    """Consume an empty in-memory hub until stopped (a graceful stop completes it)."""
+    from rxhubs.stores import InMemoryCheckpointStore
+    from rxhubs.testing import InMemoryEventHub
+
+    return rxhubs.consume(InMemoryEventHub(partition_count=2), "$Default", InMemoryCheckpointStore(),
+                          owner_id=context.owner_id)

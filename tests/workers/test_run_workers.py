@@ -263,3 +263,12 @@ def test_bad_duration_and_grace_are_refused() -> None:
         rxhubs.run_workers(pipelines.failing, workers=1, duration=0)
     with pytest.raises(ConfigurationError, match="grace"):
         rxhubs.run_workers(pipelines.failing, workers=1, grace=-1)
+
+
+def test_a_stop_while_the_workers_start_stops_them_gracefully() -> None:
+    """The duration ends long before the workers are up (spawn, imports): the SIGTERM sent then waits for the
+    worker's handler and stops its pipeline gracefully; it used to kill the worker (exit -15, summary not ok, and
+    `rxhubs consume --workers` exited 1 on a loaded machine)."""
+    summary = rxhubs.run_workers(pipelines.idle, workers=2, duration=0.05)
+    assert [(w.exit_code, w.restarts, w.gave_up) for w in summary.workers] == [(0, 0, False)] * 2, str(summary)
+    assert summary.ok
