@@ -127,6 +127,10 @@ class _Emitter:
             e(indent + 1, f"if {count} < 0:")
             e(indent + 2, f"{count} = -{count}")
             self.varint(indent + 2, "_")
+            if kind == "map" or self.takes_bytes(schema["items"]):  # a map's key takes one byte at least
+                # more items than bytes left is a corrupt count: refuse it (slices past the end never raise, so
+                # a count of 2**60 would otherwise run for hours)
+                e(indent + 1, f"if {count} > end - p: raise ValueError('count')")
             e(indent + 1, f"for _ in range({count}):")
             if kind == "map":
                 key = self.primitive("string", indent + 2)
@@ -138,6 +142,24 @@ class _Emitter:
         else:
             raise _UnsupportedError(f"type {kind!r}")
         return target
+
+    def takes_bytes(self, schema: Any, seen: frozenset[str] = frozenset()) -> bool:
+        """Every value of ``schema`` takes one byte at least (False for null, fixed(0), records of those)."""
+        if isinstance(schema, list):
+            return True  # the branch index
+        if isinstance(schema, str):
+            if schema in _PRIMITIVES:
+                return schema != "null"
+            if schema in seen or schema not in self.named:
+                return False  # unsure: no guard (the read still ends where fastavro's would)
+            return self.takes_bytes(self.named[schema], seen | {schema})
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if kind == "record":
+            name = str(schema.get("name"))
+            return any(self.takes_bytes(f["type"], seen | {name}) for f in schema["fields"])
+        if kind == "fixed":
+            return int(schema["size"]) > 0
+        return kind in ("enum", "array", "map") or (kind in _PRIMITIVES and kind != "null")
 
     def primitive(self, kind: str, indent: int) -> str:
         e = self.emit
