@@ -26,7 +26,7 @@ all: test
 # The editable install also compiles the frame reader in place (setup.py); it must build here (REQUIRE), and is
 # rebuilt when its source changes.
 $(STAMP): pyproject.toml setup.py rxhubs/transport/_frames_py.py rxhubs/transport/_frames_c.pxd \
-		rxhubs/transport/_encode_py.py rxhubs/transport/_encode_c.pxd \
+		rxhubs/transport/_encode_py.py rxhubs/transport/_encode_c.pxd rxhubs/transport/_events_py.py rxhubs/transport/_events_c.pxd \
           rxhubs/spark/_arrow_values_py.py rxhubs/spark/_arrow_values_c.pxd rxhubs/spark/_arrow_frames_py.py rxhubs/spark/_arrow_frames_c.pxd
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip

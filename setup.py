@@ -38,8 +38,8 @@ def _extensions() -> list[Extension]:
         if required:
             raise
         return []
-    modules = ("rxhubs.transport._frames_c", "rxhubs.transport._encode_c", "rxhubs.spark._arrow_values_c",
-               "rxhubs.spark._arrow_frames_c")
+    modules = ("rxhubs.transport._frames_c", "rxhubs.transport._events_c", "rxhubs.transport._encode_c",
+               "rxhubs.spark._arrow_values_c", "rxhubs.spark._arrow_frames_c")
     compiled = [_compiled(name, required) for name in modules]
     built = cythonize(
         compiled, language_level=3, quiet=True,

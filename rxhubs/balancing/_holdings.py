@@ -128,8 +128,11 @@ class Holdings:
 
     async def _claim_and_read(
         self, sent: list[Ownership], decision: Plan, handed: dict[str, Ownership], sent_at: float
-    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
+    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None, list[Ownership]]:
         """Claim ``sent``; when partitions are gained without a steal, read the checkpoints meanwhile.
+
+        Returns the records won, the checkpoints read (None: not read), and the records whose claim call failed
+        (:meth:`StoreCalls.claim_partly <rxhubs.balancing._store_calls.StoreCalls.claim_partly>`).
 
         Gained: released or expired partitions claimed, or partitions handed to this consumer (``handed``). Their
         checkpoints are final already: an owner writes a partition's checkpoint before it releases it, and the listing
@@ -142,12 +145,14 @@ class Holdings:
         gaining = decision.claim or bool(handed)
         fenced = is_fenced(self.store)
         if not gaining or decision.steal or (fenced and not handed) or self._stopping is not None:
-            return await self.calls.claim(sent), None
+            won, unanswered = await self.calls.claim_partly(sent)
+            return won, None, unanswered
         if fenced:  # the handed partitions' fences go out with the claim; each starts on its fence's answer
             def start(record: Ownership, result: Fenced | Exception) -> None:
                 self._start_fenced(record, result, sent_at, decision)
 
-            return await self.calls.claim_fencing(sent, list(handed.values()), start), None
+            won, unanswered = await self.calls.claim_fencing(sent, list(handed.values()), start)
+            return won, None, unanswered
 
         def start_handed(checkpoints: dict[str, Checkpoint]) -> None:
             self._start_handed(handed, checkpoints, sent_at, decision)

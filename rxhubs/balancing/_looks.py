@@ -100,6 +100,8 @@ class Looks:
         self._origin = 0.0
         self._last_expected: float | None = None
         self._next = 0.0
+        self._taken_at: float | None = None
+        self._not_before = -math.inf  # the last look's answer, plus as long as it took
 
     def after_round(self, plan: Plan | None, now: float) -> None:
         """A round that began at ``now`` planned ``plan``: begin, go on or end looking."""
@@ -160,7 +162,7 @@ class Looks:
         """When to look next; None unless awaiting (for at most one expiration per handover)."""
         if self._since is None or now - self._since > self.expiration:
             return None
-        return self._next
+        return max(self._next, self._not_before)
 
     def looked(self, plan: Plan, now: float) -> None:
         """A look at ``now`` planned ``plan``, claiming nothing yet: a window opens if the owner renewed meanwhile.
@@ -177,12 +179,22 @@ class Looks:
     def taken(self, now: float) -> None:
         """A look begins at ``now``: count it, and schedule the next one."""
         self.count += 1
+        self._taken_at = now
         self._next = self._after(now)
 
     def answered(self, now: float) -> None:
-        """A look's listings came back at ``now``: the next one comes at least half an imminent gap later.
+        """A look's listings came back at ``now``: the next one comes at least as long after as the look took.
 
-        A store slower than the gap (a busy machine) would otherwise be listed back to back; this way the
-        looks slow down with it and never add to its queue.
+        (And half an imminent gap at least.) A store slower than the gap (a busy machine, or a large hub: listing
+        1,024 ownership blobs takes Azurite 0.3-1 s) would otherwise be listed back to back by every consumer
+        awaiting a handover; this way the looks slow down with it, take half of its time at most, and never add
+        to its queue.
+
+        Example:
+            >>> looks = Looks(BalancingSettings(load_balancing_interval=2.0, ownership_expiration=12.0))
+            >>> looks.after_round(Plan(owner_id="b", awaiting=4, release_expected=10.0), 5.0)
+            >>> looks.taken(10.0); looks.answered(10.5); looks.due(10.5)
+            11.0
         """
-        self._next = max(self._next, now + self.fast / 2)
+        took = max(0.0, now - self._taken_at) if self._taken_at is not None else 0.0
+        self._not_before = now + max(self.fast / 2, took)

@@ -11,10 +11,12 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    under asyncio a refresh still unanswered when the listings are in never holds the round up: it plans
    from the ids known, and the next round from what the refresh read), ``list_ownership`` of the consumer
    group and of its presence group, the plan
-   (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals, the claims, the steals,
-   the releases of partitions whose handover finished and this consumer's presence record (a round that a look
-   triggered leaves out the renewals and the presence record that stay live until well past the next round
-   without it: :func:`~rxhubs.balancing._records.fresh`; with nothing else to send it makes no call), then
+   (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals due (each record before it
+   is a third of the expiration old, spread over the rounds: :mod:`~rxhubs.balancing._renewals`), the claims,
+   the steals, the releases of partitions whose handover finished and this consumer's presence record (a round
+   that a look triggered leaves out the renewals and the presence record that stay live until well past the next
+   round without it: :func:`~rxhubs.balancing._records.fresh`; with nothing else to send it makes no call; a
+   claim of many records goes out in calls of 32, and records whose call failed are retried next round), then
    ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
    the store has no fence), each handed to ``listener.on_acquired``;
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
@@ -55,10 +57,12 @@ from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
+from rxhubs.balancing._renewals import spread_renewals
 from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
+from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore
 
 __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
@@ -128,6 +132,8 @@ class BalancingLoop(RoundInputs):
         self._presence_at: float | None = None
         #: The interval and the expiry (less the store's timestamp resolution): what :func:`fresh` weighs.
         self._times = (interval, self._expiry)
+        #: What :func:`~rxhubs.balancing._renewals.spread` weighs: the interval and the expiration as configured.
+        self._renewal_times = (interval, settings.ownership_expiration)
         self._attempt = 0
         self._next_round = 0.0
         self._last_early = float("-inf")
@@ -241,7 +247,7 @@ class BalancingLoop(RoundInputs):
             if looked is not None and self.partition_ids is not None:  # a look saw a release: claim at once
                 ids, (records, presence) = self.partition_ids, looked
             else:
-                looked = None  # a round that lists renews everything
+                looked = None  # a round that lists renews what is due (_renewals)
                 read_ids, records, presence = await self._ids_and_listings()
                 if read_ids is None:
                     return  # fatal: stop() was called
@@ -257,13 +263,18 @@ class BalancingLoop(RoundInputs):
             # renewals count from when the claim is sent (the store stamps them no earlier), not from the start of
             # the round: a slow partition-id refresh and slow listings must not eat into the ownership expiration
             sent_at = self._now()
-            # a round a look triggered writes only what it gains: fresh renewals and presence wait for the next round
-            kept = fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None else {}
+            # a round a look triggered writes only what it gains: fresh renewals and presence wait for the next round;
+            # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
+            kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
+                    else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
             sent = [*(o for o in claims if o.partition_id not in handed and o.partition_id not in kept), *releases]
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             if presence_sent:
                 sent.append(self._presence_record(presence, self.owner_id))
-            won, read = await self._claim_and_read(sent, decision, handed, sent_at)
+            won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
+            if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
+                releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
+                won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]
         except Exception as exc:
             self._round_failed(exc)
             return
@@ -279,6 +290,24 @@ class BalancingLoop(RoundInputs):
         self._next_round = self._due_after(started)
         self._after_round(started)
         self._arm_watchdog()
+
+    def _unanswered(
+        self, unanswered: list[Ownership], releases: list[Ownership], presence_sent: bool, kept: dict[str, Ownership]
+    ) -> tuple[list[Ownership], bool, dict[str, Ownership]]:
+        """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
+
+        A renewal unanswered keeps its session and its last renewal time (the next round renews it; the watchdog
+        gives it up at the expiration as for any failed renewal); a release unanswered stays ready (released again
+        between rounds); a claim unanswered gains nothing; the presence record keeps what was known of it.
+        """
+        missed = {(o.consumer_group, o.partition_id) for o in unanswered}
+        log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed))
+        self.listener.on_error("claim", StoreError(f"claim_ownership: {len(missed)} records not answered"))
+        renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]}
+        kept = {**kept, **{pid: s.record for pid in renewals if (s := self.sessions.get(pid)) is not None
+                           and s.record is not None and not s.ready}}
+        presence_sent = presence_sent and (self.presence_group, self.owner_id) not in missed
+        return [r for r in releases if (r.consumer_group, r.partition_id) not in missed], presence_sent, kept
 
     def _round_failed(self, error: Exception) -> None:
         self._attempt += 1

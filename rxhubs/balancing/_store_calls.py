@@ -20,6 +20,14 @@ T = TypeVar("T")
 #: What a fence read: the partition's checkpoint and the operator state committed with it (each None if none).
 Fenced: TypeAlias = tuple[Checkpoint | None, bytes | None]
 
+#: Records per ``claim_ownership`` call: a claim of more goes out as several calls, each bounded by the store
+#: timeout on its own, so that one slow request among a large consumer's renewals fails 32 records at most (with the
+#: blob store each record is a request of its own, and a consumer owning 1,024 partitions renews hundreds at once).
+CLAIM_CHUNK = 32
+#: Calls of one claim in flight at once (an HTTP client pools about 100 connections: more would only queue, and
+#: time spent queued counts against each call's timeout).
+CHUNKS_IN_FLIGHT = 3
+
 
 class StoreCalls:
     """The store calls of one consumer group, each bounded by ``store_timeout`` (else one interval).
@@ -120,36 +128,80 @@ class StoreCalls:
         records: Sequence[Ownership],
         handed: Sequence[Ownership],
         on_fenced: Callable[[Ownership, Fenced | Exception], None],
-    ) -> list[Ownership]:
+    ) -> tuple[list[Ownership], list[Ownership]]:
         """:meth:`claim`, and meanwhile the fence of each record ``handed`` to this consumer (a fenced store only).
 
         A handed record names this consumer already (its former owner wrote it so, and the listing that showed it
         gave its current etag), and the claim does not carry it: its fence needs no claim first. ``on_fenced`` gets
         each fence's outcome (checkpoint and state, or the exception) as soon as it is answered, while the claim
-        may still be in flight; the claim's answer is returned. Concurrent under asyncio, the fences first in
-        virtual time.
+        may still be in flight; the claim's answer is returned, as :meth:`claim_partly` returns it. Concurrent under
+        asyncio, the fences first in virtual time.
         """
         if current_stepper() is not None:
             await self._fence_each(handed, on_fenced)
-            return await self.claim(records)
+            return await self.claim_partly(records)
         # the claim last, so that it names the operation; both answered before a failed claim raises
-        fenced, won = await asyncio.gather(self._fence_each(handed, on_fenced), self.claim(records),
+        fenced, won = await asyncio.gather(self._fence_each(handed, on_fenced), self.claim_partly(records),
                                            return_exceptions=True)
         for outcome in (won, fenced):
             if isinstance(outcome, BaseException):
                 raise outcome
-        return cast(list[Ownership], won)
+        return cast(tuple[list[Ownership], list[Ownership]], won)
 
     async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
-        """Claim, renew or release ``records`` in one call; the records won (nothing to send: no call)."""
+        """Claim, renew or release ``records``; the records won (nothing to send: no call).
+
+        Raises what a call failed with if any record went unanswered (see :meth:`claim_partly`).
+        """
+        return (await self.claim_partly(records, whole=True))[0]
+
+    async def claim_partly(
+        self, records: Sequence[Ownership], *, whole: bool = False
+    ) -> tuple[list[Ownership], list[Ownership]]:
+        """Claim, renew or release ``records``: the records won, and those whose call failed (unanswered).
+
+        Up to :data:`CLAIM_CHUNK` records go out in one ``claim_ownership`` call; more in several, at most
+        :data:`CHUNKS_IN_FLIGHT` at once (one after another in virtual time), each bounded by the store timeout.
+        A record left out of a call's answer was lost (another owner's, or changed meanwhile); a record whose call
+        failed or timed out is unanswered: it may or may not have been written.
+
+        Raises:
+            Exception: What the first failed call raised, when no call succeeded (or, with ``whole``, when any
+                failed, after every call ended).
+        """
         if not records:
-            return []
-        return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(list(records)))
+            return [], []
+        chunks = [list(records[i : i + CLAIM_CHUNK]) for i in range(0, len(records), CLAIM_CHUNK)]
+        outcomes: list[list[Ownership] | Exception] = []
+        if current_stepper() is not None or len(chunks) == 1:
+            for chunk in chunks:
+                outcomes.append(await self._claim_call(chunk))
+        else:
+            gate = asyncio.Semaphore(CHUNKS_IN_FLIGHT)
+
+            async def one(chunk: list[Ownership]) -> list[Ownership] | Exception:
+                async with gate:
+                    return await self._claim_call(chunk)
+
+            outcomes = list(await asyncio.gather(*(one(chunk) for chunk in chunks)))
+        self.operation = "claim"
+        failures = [o for o in outcomes if isinstance(o, Exception)]
+        if failures and (whole or len(failures) == len(chunks)):
+            raise failures[0]
+        won = [r for o in outcomes if not isinstance(o, Exception) for r in o]
+        unanswered = [r for chunk, o in zip(chunks, outcomes, strict=True) if isinstance(o, Exception) for r in chunk]
+        return won, unanswered
+
+    async def _claim_call(self, chunk: list[Ownership]) -> list[Ownership] | Exception:
+        try:
+            return await self._bounded("claim_ownership", "claim", lambda: self.store.claim_ownership(chunk))
+        except Exception as exc:
+            return exc
 
     async def claim_reading_checkpoints(
         self, records: Sequence[Ownership], on_read: Callable[[dict[str, Checkpoint]], None] | None = None
-    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None]:
-        """:meth:`claim`, and the checkpoints read meanwhile (None if that read failed: read them again after).
+    ) -> tuple[list[Ownership], dict[str, Checkpoint] | None, list[Ownership]]:
+        """:meth:`claim_partly`, and the checkpoints read meanwhile (None if that read failed: read them again after).
 
         Concurrent under asyncio, the read first in virtual time. ``on_read`` gets the checkpoints as soon as they
         are read, while the claim may still be in flight.
@@ -166,9 +218,10 @@ class StoreCalls:
 
         if current_stepper() is not None:
             checkpoints = await read()
-            return await self.claim(records), checkpoints
-        checkpoints, won = await asyncio.gather(read(), self.claim(records))  # (operation: the claim's)
-        return won, checkpoints
+            won, unanswered = await self.claim_partly(records)
+            return won, checkpoints, unanswered
+        checkpoints, (won, unanswered) = await asyncio.gather(read(), self.claim_partly(records))  # (the claim's)
+        return won, checkpoints, unanswered
 
     async def _bounded(self, verb: str, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         self.operation = operation

@@ -127,9 +127,10 @@ class _Publish:
         else:
             self.partition_key = partition_key
         # azure-eventhub's producer sends one batch at a time unless a partition id is given (a lock held for
-        # the whole send): a lane lingers a moment, waits its turn, then takes every batch queued by then.
+        # the whole send): a lane lingers a moment, waits its turn, then takes every batch queued by then. The
+        # native send path has several sends in flight on a link: once it sends, the lanes no longer wait.
         serial = type(target).__module__.startswith("rxhubs.transport") and partition_id is None
-        self.gate: _Gate | None = _Gate() if serial else None
+        self.gate: _Gate | None = _Gate(target) if serial else None
 
     def groups(self, batch: EventBatch, groups: Groups) -> Groups:
         """Add ``batch``'s outgoing events to ``groups``, by routing."""
@@ -179,17 +180,34 @@ class _Publish:
 
 
 class _Gate:
-    """One send at a time, each after a short linger (its lane gathers more batches meanwhile)."""
+    """One send at a time, each after a short linger (its lane gathers more batches meanwhile).
 
-    def __init__(self) -> None:
+    Open (no linger, no turn) once the target sends natively (``rxhubs.EventHub``'s native send path, several
+    sends in flight per link): each lane then sends what queued behind its previous send as soon as that was
+    acknowledged, all lanes at once. A lane still has one send in flight, so its order and its failures are
+    as before.
+    """
+
+    def __init__(self, target: Any = None) -> None:
         self.lock = asyncio.Lock()
+        self.senders = getattr(target, "_senders", None)
+        self.holder: object = None  # the task that holds the turn
+
+    def open(self) -> bool:
+        """True while the target's sends are native (its first send finds out; until then, the gate holds)."""
+        return bool(getattr(self.senders, "native", False)) and getattr(self.senders, "_off", 1) is None
 
     async def __aenter__(self) -> None:
+        if self.open():
+            return
         await asyncio.sleep(LINGER)
         await self.lock.acquire()
+        self.holder = asyncio.current_task()
 
     async def __aexit__(self, *_: object) -> None:
-        self.lock.release()
+        if self.holder is not None and self.holder is asyncio.current_task():  # (a lane that found it open holds none)
+            self.holder = None
+            self.lock.release()
 
 
 def _own_key(event: Event) -> str | None:
@@ -222,8 +240,9 @@ def publish(
 
     **Order, backpressure.** Batches of one source partition are published one send at a time, in order (those
     that queued behind a send go out together in the next), so events with the same key (or partition id)
-    reach the target in their source order. Through an Azure target without ``partition_id`` (its producer
-    sends one batch at a time) a partition's send waits 20 ms and its turn, then takes all that queued by then.
+    reach the target in their source order. Partitions send at once on ``rxhubs.EventHub``'s native send path;
+    where its link sends one batch at a time (``send_batch``: no compiled encoder) a partition's send without
+    ``partition_id`` waits 20 ms and its turn, then takes all that queued by then.
     Each batch is held (its lease) until its events were acknowledged: a slow target slows the source, and
     ``max_inflight`` bounds memory.
 

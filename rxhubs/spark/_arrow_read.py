@@ -25,6 +25,7 @@ from rxhubs.spark._connection import close_hub
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._read import _CONNECT_GRACE, check_loss
 from rxhubs.spark._source_options import _Options
+from rxhubs.spark._trace import task_mark
 from rxhubs.transport._direct import direct_supported, receive_direct
 from rxhubs.transport._errors import translate_error
 
@@ -116,6 +117,7 @@ class Times:
     def __init__(self, partition: SequenceRange) -> None:
         self.partition = partition
         self.start, self.cpu = time.perf_counter(), time.process_time()
+        self.start_wall = time.time()
         self.first: float | None = None
         self.spark = 0.0
         self.rows = 0
@@ -128,6 +130,8 @@ class Times:
         now = time.perf_counter()
         total, first = now - self.start, self.first or 0.0
         cpu = time.process_time() - self.cpu
+        task_mark(self.partition, self.start_wall, rows=self.rows, s=total, first=first, spark=self.spark,
+                  close=now - closing, cpu=cpu)
         _log.debug(
             "range %s %d..%d: %d events in %.1f ms: first rows after %.1f ms (connect, attach), read %.1f ms, "
             "Spark between batches %.1f ms, close %.1f ms; this worker's CPU %.2f us/event",

@@ -31,6 +31,7 @@ from rxhubs.spark._driver import DriverSide
 from rxhubs.spark._ranges import SequenceRange, first_sequence_number, next_sequence_number, split
 from rxhubs.spark._read import read_range
 from rxhubs.spark._source_options import Start, _event_position, _json, _Options, _partition_key, sequence_map
+from rxhubs.spark._trace import span
 
 __all__ = ["EventHubsBatchReader", "parse_ending"]
 
@@ -143,7 +144,8 @@ class EventHubsBatchReader(DriverSide, DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         """:meth:`plan`'s ranges cut into about ``minPartitions`` pieces (see :func:`~rxhubs.spark._ranges.split`)."""
-        return list(split(self.plan(), self._options.min_partitions))
+        with span("plan"):
+            return list(split(self.plan(), self._options.min_partitions))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """The events of one range as Arrow record batches (nothing for Spark's placeholder of no ranges)."""

@@ -16,6 +16,7 @@ from rxhubs._models import PartitionProperties, Position
 from rxhubs.spark._connection import close_hub
 from rxhubs.spark._ranges import Offset, first_sequence_number, next_sequence_number
 from rxhubs.spark._source_options import Start, _Options
+from rxhubs.spark._trace import process_started, span
 from rxhubs.transport._seek import sequence_at
 
 if TYPE_CHECKING:
@@ -63,9 +64,11 @@ class DriverSide:
         hub = self._driver_hub()
         now = time.monotonic()
         if self._ids is None or now - self._ids[1] > _IDS_TTL:
-            self._ids = (list(await hub.get_partition_ids()), now)
+            with span("management", call="partition ids", driver_started=process_started()):
+                self._ids = (list(await hub.get_partition_ids()), now)
         ids = self._ids[0]
-        props = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
+        with span("management", call="partition properties", partitions=len(ids)):
+            props = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
         read = {p.partition_id: p for p in props}
         self._recent = (read, time.monotonic())
         return read

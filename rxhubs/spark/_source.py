@@ -67,6 +67,7 @@ from rxhubs.spark._ranges import (
 )
 from rxhubs.spark._read import read_range
 from rxhubs.spark._source_options import _Options
+from rxhubs.spark._trace import mark, span
 
 if TYPE_CHECKING:
     from rxhubs.stores import CheckpointStore
@@ -134,7 +135,8 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         not move (with ``latest``, events sent in between would fall between the two answers).
         """
         if self._initial is None:
-            self._initial = self._initial_offset()
+            with span("initialOffset"):
+                self._initial = self._initial_offset()
         return dict(self._initial)
 
     def _initial_offset(self) -> Offset:
@@ -157,7 +159,8 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         """Fix the end of an availableNow query: the partitions' ends now; later events are left for later."""
-        self._target = {pid: next_sequence_number(p) for pid, p in self._start_properties().items()}
+        with span("prepareForTriggerAvailableNow"):
+            self._target = {pid: next_sequence_number(p) for pid, p in self._start_properties().items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``ReadMaxRows(maxEventsPerTrigger)`` when that option is set, else ``ReadAllAvailable()``."""
@@ -171,6 +174,10 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         A partition that appeared since ``start`` enters at its first retained event (with no events in this
         batch), so the next batch reads it from there.
         """
+        with span("latestOffset"):
+            return self._latest_offset(start, limit)
+
+    def _latest_offset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         latest = self._ends()
         starts = {p: int(start[p]) if p in start else v for p, v in latest.items()}
         latest = {p: max(v, starts[p]) for p, v in latest.items()}  # never move back (retention, a new hub)
@@ -223,6 +230,7 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
         Spark calls it when it plans the next micro-batch, so these checkpoints lag Spark's by one batch:
         other consumers reading them may re-read at most that batch.
         """
+        mark("commit")
         store = self._checkpoint_store()
         if store is None:
             return
@@ -239,7 +247,8 @@ class EventHubsStreamReader(DriverSide, DataSourceStreamReader, _AvailableNow):
     def stop(self) -> None:
         """Close the driver's hub connection, checkpoint store and event loop."""
         store, self._store = self._store, None
-        self._close_driver(getattr(store, "close", None))
+        with span("stop"):
+            self._close_driver(getattr(store, "close", None))
 
     # -- executor side ---------------------------------------------------------------------------------------
 

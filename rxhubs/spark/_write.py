@@ -30,6 +30,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from rxhubs.errors import ConfigurationError, PublishError, RxHubsError
 from rxhubs.spark._connection import CONNECTION_KEYS, Connection, close_hub
+from rxhubs.spark._write_rows import Groups, Target
+from rxhubs.spark._write_rows import groups as rows_by_target
 from rxhubs.transport._producer import OversizedEventError
 from rxhubs.transport._publisher import OutgoingEvent
 
@@ -39,8 +41,6 @@ _log = logging.getLogger("rxhubs.spark.write")
 _KNOWN = CONNECTION_KEYS | {"path", "checkpointlocation", "eventhubs.connectionstring"}
 #: Groups sent at once by one task (different partitions or keys, on one connection).
 _CONCURRENCY = 8
-#: Target of a row: (partition id, partition key), at most one set.
-Target = tuple[str | None, str | None]
 
 
 def check_write_schema(schema: Any) -> tuple[str, str | None, str | None, bool]:
@@ -115,7 +115,7 @@ class _Sender:
         try:
             row = 0
             for batch in iterator:
-                groups = self._groups(batch, row, task)
+                groups = rows_by_target(batch, self._columns, row, task)
                 loop.run_until_complete(self._send(hub, groups, task))
                 sent += batch.num_rows
                 row += batch.num_rows
@@ -129,47 +129,23 @@ class _Sender:
                 loop.close()
         return EventHubsCommitMessage(task, sent)
 
-    def _groups(self, batch: Any, first_row: int, task: int) -> dict[Target, list[tuple[int, OutgoingEvent]]]:
-        import pyarrow as pa
-
-        body_col, pid_col, key_col, has_props = self._columns
-        column = batch.column(body_col)
-        if column.null_count:
-            i = column.is_null().to_pylist().index(True)
-            raise ConfigurationError(f"row {first_row + i} of write task {task}: body is null")
-        # a string column read as binary: the same buffers, bytes per row without an encode in Python
-        bodies = (column.cast(pa.binary()) if pa.types.is_string(column.type) else column).to_pylist()
-        pids = batch.column(pid_col).cast(pa.string()).to_pylist() if pid_col else None
-        keys = batch.column(key_col).to_pylist() if key_col else None
-        props = batch.column("properties").to_pylist() if has_props else None
-        shared: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}  # equal maps share one dict (encoded once)
-        groups: dict[Target, list[tuple[int, OutgoingEvent]]] = {}
-        none: dict[str, str] = {}
-        for i, data in enumerate(bodies):
-            properties = none
-            if props is not None and props[i]:
-                pairs = tuple(props[i])
-                properties = shared.get(pairs) or shared.setdefault(pairs, dict(pairs))
-            target = (pids[i] if pids is not None else None, keys[i] if keys is not None else None)
-            groups.setdefault(target, []).append((first_row + i, OutgoingEvent(data, properties)))
-        return groups
-
-    async def _send(self, hub: Any, groups: dict[Target, list[tuple[int, OutgoingEvent]]], task: int) -> None:
+    async def _send(self, hub: Any, groups: Groups, task: int) -> None:
         gate = asyncio.Semaphore(_CONCURRENCY)
 
-        async def one(target: Target, rows: list[tuple[int, OutgoingEvent]]) -> None:
+        async def one(target: Target, group: tuple[Any, list[OutgoingEvent]]) -> None:
+            rows, events = group
             async with gate:
                 try:
-                    await hub.publish([e for _, e in rows], partition_id=target[0], partition_key=target[1])
+                    await hub.publish(events, partition_id=target[0], partition_key=target[1])
                 except OversizedEventError as exc:
-                    row = next(r for r, e in rows if e is exc.event)
+                    row = int(rows[next(i for i, e in enumerate(events) if e is exc.event)])
                     raise ConfigurationError(
                         f"row {row} of write task {task}: {exc} (rows before it in the task may have been sent)"
                     ) from None
                 except RxHubsError as exc:
                     where = f"partition {target[0]!r}" if target[0] is not None else f"key {target[1]!r}"
                     raise PublishError(
-                        f"rows from {rows[0][0]} of write task {task} ({where}): {exc}",
+                        f"rows from {int(rows[0])} of write task {task} ({where}): {exc}",
                         partition_id=target[0] or "", target=self._connection.eventhub_name, retriable=exc.retriable,
                     ) from exc
 

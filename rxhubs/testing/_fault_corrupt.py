@@ -13,7 +13,10 @@ of three ways:
 * ``"truncate"``: the frame's size field is cut to end halfway through the payload, so the rest of the frame
   reads as the next frame's header (garbage framing);
 * ``"oversize"``: the size field says 2**31 - 16 bytes, far past the connection's maximum frame size, while the
-  frame's own bytes follow (a reader that trusts it waits for, or allocates, 2 GB).
+  frame's own bytes follow (a reader that trusts it waits for, or allocates, 2 GB);
+* ``"section"``: the section code of the message annotations (0x72) is inverted (0x8D, no AMQP section): the
+  frame and every value are well formed, and a decoder that skips an unknown section, as AMQP readers do, gives
+  an event without its annotations (no sequence number, offset or enqueued time).
 
 After a frame it damaged the tracker stops following that stream (its framing is no longer what the client
 sees) and passes the rest through untouched.
@@ -28,12 +31,13 @@ from rxhubs.errors import ConfigurationError
 __all__ = ["KINDS", "OVERSIZE", "CorruptFaults", "FrameTracker", "damage"]
 
 #: What :meth:`CorruptFaults.corrupt` can do to a transfer frame (see the module docstring).
-KINDS = ("flip", "truncate", "oversize")
+KINDS = ("flip", "truncate", "oversize", "section")
 #: The size field an ``"oversize"`` frame is given.
 OVERSIZE = 0x7FFFFFF0
 
 _HEADER = b"AMQP"
 _EVENT = b"x-opt-sequence-number"  # an event's annotation: not in the CBS or management replies
+_ANNOTATIONS = b"\x00\x53\x72"  # the message annotations section's descriptor
 
 
 def _payload_at(frame: bytes | bytearray) -> int | None:
@@ -84,6 +88,11 @@ def damage(frame: bytes | bytearray, kind: str) -> bytes | None:
         out[:4] = (payload + max(1, (len(frame) - payload) // 2)).to_bytes(4, "big")
     elif kind == "oversize":
         out[:4] = OVERSIZE.to_bytes(4, "big")
+    elif kind == "section":
+        at = frame.find(_ANNOTATIONS, payload)  # (the first one: the delivery annotations' keys hold no such bytes)
+        if at < 0:
+            return None
+        out[at + 2] ^= 0xFF
     else:
         raise ConfigurationError(f"corrupt kind must be one of {', '.join(KINDS)}, got {kind!r}")
     return bytes(out)
@@ -183,11 +192,12 @@ class CorruptFaults:
 
         An event frame is a transfer whose annotations hold ``x-opt-sequence-number`` (module docstring).
         ``kind`` is ``"flip"`` (a payload byte inverted), ``"truncate"`` (the size field ends the frame halfway
-        through) or ``"oversize"`` (the size field says 2 GB). A connection is damaged once. The count
+        through), ``"oversize"`` (the size field says 2 GB) or ``"section"`` (the message annotations' section
+        code inverted: a well-formed event without its annotations). A connection is damaged once. The count
         goes down as frames are damaged (:attr:`ProxyStats.frames_corrupted`); :meth:`heal` disarms it.
 
         Args:
-            kind: ``"flip"``, ``"truncate"`` or ``"oversize"``.
+            kind: ``"flip"``, ``"truncate"``, ``"oversize"`` or ``"section"``.
             count: How many frames to damage, >= 1.
             direction: ``"downstream"`` (the hub's frames to the client, the default) or ``"upstream"``.
 

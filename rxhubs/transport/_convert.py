@@ -267,11 +267,20 @@ _SET_DATA = ReceivedEvent.__dict__["_data"].__set__
 
 
 def received_events(batch: list[EventData]) -> list[Event]:
-    """Wrap a received batch: one :class:`ReceivedEvent` per ``EventData``, nothing decoded yet."""
+    """Wrap a received batch: one :class:`ReceivedEvent` per ``EventData``, nothing decoded yet.
+
+    An event without a sequence number (its annotations lost to a damaged section code) raises the retriable
+    ``FrameError`` of the native path (:func:`rxhubs.transport._events_py.received_messages`).
+    """
     new = object.__new__
     out: list[Event] = []
     append = out.append
     for data in batch:
+        annotations = data._raw_amqp_message.annotations
+        if not annotations or annotations.get(_SEQ) is None:
+            from rxhubs.transport._events_py import _NO_POSITION, FrameError
+
+            raise FrameError(_NO_POSITION)
         event = new(ReceivedEvent)
         _SET_DATA(event, data)
         append(event)

@@ -20,7 +20,6 @@ from rxhubs.transport._convert import (
     _OFFSET,
     _PKEY,
     _SEQ,
-    _SET_DATA,
     UTC,
     ReceivedEvent,
     SystemProperties,
@@ -167,34 +166,25 @@ def received_messages(messages: list[Any]) -> list[Event]:
     every pipeline reads both (the receiver itself reads sequence numbers), and setting them costs less than
     the first read of a lazy field (which finds its slot empty by an AttributeError). Everything else is
     decoded on first read, as is an unusual body or sequence number. A plain message (see
-    :class:`ReceivedAnnotations`) keeps only its annotations.
+    :class:`ReceivedAnnotations`) keeps only its annotations. The work is
+    :func:`rxhubs.transport._events_py.received_messages`, compiled where the frame reader is
+    (:func:`rxhubs.transport._frames.event_wrapper`).
     """
-    new = object.__new__
-    out: list[Event] = []
-    append = out.append
-    event: ReceivedMessage
-    for message in messages:
-        data = message.data
-        one = data.__class__ is list and len(data) == 1
-        annotations = message.message_annotations
-        sequence_number = annotations.get(_SEQ) if annotations else None
-        if one and sequence_number.__class__ is int and message.properties is None and not (
-            message.application_properties
-        ):
-            event = new(ReceivedAnnotations)  # the message itself can go (see ReceivedAnnotations)
-            _SET_DATA(event, annotations)
-            _SET_BODY(event, data[0])
-            _SET_SEQUENCE_NUMBER(event, sequence_number)
-            append(event)
-            continue
-        event = new(ReceivedMessage)
-        _SET_DATA(event, message)
-        if one:
-            _SET_BODY(event, data[0])
-        if sequence_number.__class__ is int:
-            _SET_SEQUENCE_NUMBER(event, sequence_number)
-        append(event)
-    return out
+    wrap = _WRAP
+    if wrap is None:
+        from rxhubs.transport._frames import event_wrapper
+
+        wrap = _set_wrap(event_wrapper())
+    return wrap(messages)
+
+
+_WRAP: Callable[[list[Any]], list[Any]] | None = None
+
+
+def _set_wrap(wrap: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
+    global _WRAP
+    _WRAP = wrap
+    return wrap
 
 
 def last_enqueued_from_message(message: Any) -> LastEnqueuedEventProperties | None:

@@ -21,12 +21,12 @@ import logging
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from azure.eventhub import __version__ as sdk_version
 
 from rxhubs.errors import TransportError
-from rxhubs.transport._frames import compiled_reader, extensions_disabled, log_receive_path, receive_path
+from rxhubs.transport._direct_native import FrameSink, _Forwarding, _native_link, _SignallingDeque
 from rxhubs.transport._liveness import LinkWatch, own_the_decision
 from rxhubs.transport._native import NativeLink
 from rxhubs.transport._paths import record
@@ -153,78 +153,8 @@ def record_public(partition_id: str, why: str | None = None) -> None:
     record(partition_id, "public", why, chosen=why == f"{DIRECT_VARIABLE}=0")
 
 
-class _SignallingDeque(deque[Any]):
-    """The consumer's message buffer, calling ``on_append`` after each message the SDK appends."""
-
-    def __init__(self, on_append: Callable[[], None]) -> None:
-        super().__init__()
-        self._on_append = on_append
-
-    def append(self, item: Any) -> None:
-        super().append(item)
-        self._on_append()
-
-
 async def _no_callback(*_: Any) -> None:  # the SDK's consumer wants one; the direct loop never calls it
     return None
-
-
-class FrameSink(Protocol):
-    """Where a receive loop puts events itself instead of handing messages over (the Spark source's builder).
-
-    ``parse`` is :func:`~rxhubs.transport._frames_py.parse`'s contract with a count of events kept instead of a
-    list of messages; ``add_message`` takes each message the SDK decoded (a frame ``parse`` handed back, or every
-    message on the SDK's own loop), at once, so the order stays; ``pushed(n)`` says ``n`` events arrived;
-    ``has_room`` says whether the loop may read on.
-    """
-
-    def parse(self, buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[int, int, Any, Any]: ...
-
-    def add_message(self, message: Any) -> None: ...
-
-    def pushed(self, count: int) -> None: ...
-
-    def has_room(self) -> bool: ...
-
-
-class _Forwarding(deque[Any]):
-    """The consumer's message buffer when a :class:`FrameSink` keeps the events: each message goes to it at once."""
-
-    def __init__(self, sink: FrameSink) -> None:
-        super().__init__()
-        self._sink = sink
-
-    def append(self, item: Any) -> None:
-        self._sink.add_message(item)
-
-
-def _native_link(
-    handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str,
-    frames: FrameSink | None = None,
-) -> NativeLink | None:
-    """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed."""
-    log_receive_path()
-    reader = compiled_reader()
-    if reader is None and frames is None:
-        record(partition_id, "sdk-loop", receive_path(), chosen=extensions_disabled())
-        return None
-
-    def push(messages: list[Any]) -> None:
-        buffer.extend(messages)  # (deque's own extend: one signal per chunk, not one per message)
-        arrived.set()
-
-    try:
-        if frames is not None:
-            native = NativeLink(frames.parse, handler, prefetch, frames.pushed)
-        else:
-            assert reader is not None
-            native = NativeLink(reader.parse_frames, handler, prefetch, push)
-    except NotImplementedError as exc:
-        _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
-        record(partition_id, "sdk-loop", str(exc), chosen=False)
-        return None
-    record(partition_id, "native", "compiled frame reader", chosen=True)
-    return native
 
 
 def delivery_tags(handler: Any) -> set[Any] | None:
@@ -258,6 +188,7 @@ async def receive_direct(
     warm: Any | None = None,
     on_native: Callable[[NativeLink | None], None] | None = None,
     frames: FrameSink | None = None,
+    has_room: Callable[[], bool] | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -272,7 +203,8 @@ async def receive_direct(
     ``warm``: a session opened ahead to attach the link on (closed if it cannot be used).
     ``on_native(native)``: called once the link is open, with its :class:`NativeLink` (None on the SDK's loop).
     ``frames``: a :class:`FrameSink` that keeps the events itself (``deliver`` is then never called, and the loop
-    reads while ``frames.has_room()``).
+    reads while ``frames.has_room()``). ``has_room()``: whether the receiver takes more now; given, the native path
+    hands each chunk to ``deliver`` as it is read (no buffer here) and reads while it is True.
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -326,16 +258,17 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
-            native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames)
+            native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames,
+                                  deliver if has_room is not None and frames is None else None)
             if on_native is not None:
                 on_native(native)
             if frames is None:
                 drainer = asyncio.create_task(hand_over(), name=f"rxhubs-direct-{partition_id}")
 
-            def has_room() -> bool:
+            def buffer_room() -> bool:
                 return len(buffer) < prefetch
 
-            room_left = has_room if frames is None else frames.has_room
+            room_left = frames.has_room if frames is not None else has_room or buffer_room
             while True:
                 if drainer is not None and drainer.done():
                     drainer.result()  # its error, if any

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from rxhubs._extensions import load_compiled
 
-__all__ = ["NO_EXTENSIONS_VARIABLE", "compiled_reader", "extensions_disabled", "log_receive_path", "receive_path"]
+__all__ = [
+    "NO_EXTENSIONS_VARIABLE", "compiled_reader", "event_wrapper", "extensions_disabled", "log_receive_path",
+    "receive_path",
+]
 
 _log = logging.getLogger("rxhubs.transport")
 
@@ -43,6 +48,22 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 _READER, _WHY = _load()
+
+
+def event_wrapper() -> Callable[[list[Any]], list[Any]]:
+    """``received_messages`` of the compiled ``_events_c`` where the frame reader is compiled, else of ``_events_py``.
+
+    Example:
+        >>> event_wrapper().__name__
+        'received_messages'
+    """
+    if compiled_reader() is not None:
+        module, _ = load_compiled("rxhubs.transport._events_c", "rxhubs.transport._events_py", "the compiled events")
+        if module is not None:
+            return module.received_messages  # type: ignore[no-any-return]
+    from rxhubs.transport import _events_py
+
+    return _events_py.received_messages
 
 
 def extensions_disabled() -> bool:

@@ -211,7 +211,7 @@ class AzurePartitionReceiver(ReceiverBase):
                         track_last_enqueued_event_properties=self._track,
                         room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
                         watch=link, open_timeout=liveness.open_timeout, warm=self._hub._warm.take(c.consumer_group),
-                        on_native=self._on_native,
+                        on_native=self._on_native, has_room=self._has_room,
                     ), link.probe)
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path
@@ -269,6 +269,9 @@ class AzurePartitionReceiver(ReceiverBase):
         if self._direct_handler is not None:
             return delivery_tags(self._direct_handler)
         return sdk_delivery_tags(self._client, self._context.consumer_group, self._context.partition_id)
+
+    def _has_room(self) -> bool:
+        return self._buffered < self._prefetch
 
     async def _room(self) -> None:
         """Return when the buffer has room (or the receiver is stopping)."""

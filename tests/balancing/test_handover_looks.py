@@ -3,6 +3,8 @@ group where nothing moves makes no more store calls for it (``rxhubs/balancing/_
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from rxhubs.balancing._looks import LINGER, Looks, imminent_gap, imminent_window, look_gap
@@ -146,3 +148,21 @@ def test_a_round_a_look_triggers_writes_only_what_it_gains_and_the_next_round_re
     assert renewed == ["4", "5", "6", "7", "b"]  # the next regular round (one interval after the look's) renews all
     assert g.counts() == {"a": 4, "b": 4}
     assert not g.duplicates() and not g.overlaps() and not g.missing()
+
+
+def test_looks_at_a_slow_store_take_half_of_its_time_at_most() -> None:
+    """Listing 1,024 ownership blobs takes Azurite 0.3-1 s: every consumer awaiting a handover looking back to back
+    would keep it busy with listings. Each look's two listings take 0.4 s here (0.2 s a call); the next look comes
+    no sooner than that after its answer, so b looks at most half of the time, and still gets its share."""
+    g = Group(8, interval=I, latency=0.2)
+    g.add("a", at=0.0)
+    b = g.add("b", at=5.0)
+    g.run(40.0)
+    assert g.counts() == {"a": 4, "b": 4}
+    starts: list[float] = []
+    for t in _looks(b.store.calls):
+        if not starts or t - starts[-1] > 0.3:  # a look lists the group, then the presence records 0.2 s later
+            starts.append(t)
+    assert len(starts) >= 2, starts  # the slow store was looked at while awaiting
+    gaps = [b2 - b1 for b1, b2 in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.8 - 1e-6, gaps  # 0.4 s a look, then 0.4 s without

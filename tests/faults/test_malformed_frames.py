@@ -2,7 +2,8 @@
 
 Consumer ``a`` reads two partitions through a FaultProxy, ``b`` the other two straight from the emulator
 (tests/faults/netkit.py). The proxy damages one event frame on its way to ``a`` (``FaultProxy.corrupt``: a byte
-of the payload inverted, a size field that ends the frame halfway, or one that says 2 GB). That partition's
+of the payload inverted, a size field that ends the frame halfway, one that says 2 GB, or the message annotations'
+section code inverted: an event without sequence number, which must not reach the pipeline). That partition's
 receiver must fail with a retriable ``TransportError`` and reopen after the last event it handed out; ``a``'s
 other partition and ``b``'s must keep being read; nothing is lost, repeated or reordered; no process crashes.
 The receivers read on the native path (the suite's autouse fixture fails a fallback), where the compiled frame
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from rxhubs.errors import TransportError
+from rxhubs.transport._frame_errors import FrameError
 from tests.faults.kit import wait_until
 from tests.faults.netkit import Producer, Run, proxy_to
 
@@ -40,7 +42,7 @@ def run(emulator_factory: Any, tmp_path: Path) -> Iterator[Run]:
         logger.setLevel(level)
 
 
-@pytest.mark.parametrize("kind", ["flip", "truncate", "oversize"])
+@pytest.mark.parametrize("kind", ["flip", "truncate", "oversize", "section"])
 def test_a_damaged_event_frame_costs_its_partition_one_reconnect(run: Run, kind: str) -> None:
     proxy = run.proxy
     errors_before = len(run.a.errors)
@@ -58,6 +60,8 @@ def test_a_damaged_event_frame_costs_its_partition_one_reconnect(run: Run, kind:
     hit = {partition for partition, _ in felt}
     assert len(hit) == 1 and hit <= run.a_partitions, felt
     assert all(isinstance(e, TransportError) and e.retriable for _, e in felt), felt
+    if kind == "section":  # a well-formed event without its annotations: said as such, not as a TypeError
+        assert all(isinstance(e, FrameError) and "no sequence number" in str(e) for _, e in felt), felt
     # a's other partition kept being read after the damage
     others = run.a_partitions - hit
     assert Run.reading(run.a, others, fault_from + 1.0, fault_to), run.around(fault_from, fault_to, fault_from)

@@ -42,9 +42,12 @@ async def _produce(conn: str) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("shaped", [True, False], ids=["min_batch_size=100", "unshaped"])
 async def test_ten_events_a_second_make_batches_of_about_fifty_with_one_checkpoint_write_each(
     emulator_factory: Any,  # noqa: F811
+    shaped: bool,
 ) -> None:
+    """Shaped: batches of about 50, one write each. Unshaped (the baseline): the same traffic as batches of 1-2."""
     emulator = emulator_factory(hubs={"shaped": len(PARTITIONS)})
     conn = emulator.connection_string("shaped")
     hub = rxhubs.EventHub.from_connection_string(conn)
@@ -67,8 +70,8 @@ async def test_ten_events_a_second_make_batches_of_about_fifty_with_one_checkpoi
             owned.set()
 
     pipeline = rxhubs.consume(
-        hub, "$Default", store, owner_id="shaped", min_batch_size=100, max_wait=5.0, load_balancing_interval=1.0,
-        on_partition_initialize=on_initialize,
+        hub, "$Default", store, owner_id="shaped", min_batch_size=100 if shaped else None, max_wait=5.0,
+        load_balancing_interval=1.0, on_partition_initialize=on_initialize,
     ).pipe(
         hops.process(work),
         hops.checkpoint(store),  # the default: at most one write per partition per 5 s
@@ -92,7 +95,11 @@ async def test_ten_events_a_second_make_batches_of_about_fifty_with_one_checkpoi
         assert seqs == list(range(sent[pid])), f"partition {pid}: every event once, in order"
     sizes = [len(seqs) for _, seqs in batches]
     full = [len(seqs) for pid in PARTITIONS for seqs in [b for p, b in batches if p == pid][:-1]]
-    print("batch sizes:", sizes, "checkpoint writes:", store.calls["update_checkpoint"])
+    print("shaped" if shaped else "unshaped", "batch sizes:", sizes if shaped else statistics.median(sizes),
+          "batches:", len(sizes), "checkpoint writes:", store.calls["update_checkpoint"])
+    if not shaped:  # the baseline: every pull delivers what arrived, one or two events at this rate
+        assert statistics.median(sizes) <= 2 and len(sizes) >= sum(sent.values()) / 2, sizes
+        return
     assert max(sizes) < 100  # delivered by time, not by count, at this rate
     assert len(full) >= 2 * len(PARTITIONS)
     assert 35 <= statistics.median(full) <= 55, sizes  # about 5 s of traffic each (not 1 or 2 events)

@@ -87,7 +87,7 @@ def test_a_connection_armed_midway_damages_the_next_whole_event_frame() -> None:
 
 def test_kinds_and_counts_are_checked() -> None:
     proxy = FaultProxy("127.0.0.1", 5672)
-    with pytest.raises(ConfigurationError, match="corrupt kind must be one of flip, truncate, oversize"):
+    with pytest.raises(ConfigurationError, match="corrupt kind must be one of flip, truncate, oversize, section"):
         proxy.corrupt("shred")
     with pytest.raises(ConfigurationError, match="count must be an integer >= 1"):
         proxy.corrupt("flip", count=0)

@@ -150,3 +150,16 @@ def test_system_properties_answer_as_their_dict() -> None:
     assert "x-opt-offset" in system and "missing" not in system
     assert list(system.keys()) == list(expected) and list(system.values()) == list(expected.values())
     assert dict(system.items()) == expected and system == expected
+
+
+def test_an_event_without_sequence_number_is_a_frame_error_on_the_public_path_too() -> None:
+    """The SDK's receive_batch path (RXHUBS_DIRECT_RECEIVE=0): a damaged annotations section code left the event
+    without annotations; it used to fail as a KeyError of b'x-opt-sequence-number' wrapped in a TransportError."""
+    from rxhubs.transport._frame_errors import FrameError
+
+    good, lost = _data(1), _data(2)
+    lost.raw_amqp_message.annotations = None
+    with pytest.raises(FrameError, match="no sequence number") as caught:
+        received_events([good, lost])
+    assert caught.value.retriable
+    assert [e.sequence_number for e in received_events([good])] == [1]

@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 
 STARTED = time.time()
 
-INTERVAL = 2.0
+INTERVAL = float(os.environ.get("RXHUBS_BENCH_INTERVAL", "2.0"))  # ``scale --real`` gives its own for large hubs
 EXPIRY = float(os.environ.get("RXHUBS_BENCH_EXPIRY", "6.0"))  # ``scale --real`` gives its own (12 s)
 CHECKPOINT_S = float(os.environ.get("RXHUBS_BENCH_CHECKPOINT_INTERVAL", "1.0"))  # ``scale --real``: 5 s
 WORK_S = 0.02  # per batch, so a batch is in flight when ownership moves
@@ -52,6 +52,7 @@ class Record:
         self.claims: dict[str, list[float]] = defaultdict(list)
         self.closes: dict[str, list[float]] = defaultdict(list)
         self.store_calls = 0
+        self.per_second: dict[str, int] = {}  # requests by wall-clock second (str: a JSON key)
         self.requests: dict[str, int] = defaultdict(int)
         #: Seconds from each request to its answer, by method and kind of blob (the storage account's round trip)
         self.request_seconds: dict[str, list[float]] = defaultdict(list)
@@ -66,6 +67,11 @@ class Record:
         self.delivered: dict[str, float] = {}
         self.listings = {"group": 0, "presence": 0}
         self.listed: list[tuple[str, float, float]] = []  # (group or presence, began, answered)
+        #: Every write of this consumer that named a new owner for a partition (a claim won, a release, a hand to
+        #: another): (partition, owner named, wall time answered); renewals are left out. A claim that failed or
+        #: was cut off by its deadline counts each of its writes that would have moved a partition, at that moment
+        self.moves: list[tuple[str, str, float]] = []
+        self._named: dict[str, str] = {}
 
     def note(self, verb: str, result: Any) -> None:
         """What a store call's answer says about the handover (records are rxhubs' or the SDK's dicts)."""
@@ -80,6 +86,9 @@ class Record:
             if str(get("consumer_group")).endswith("$presence"):
                 continue
             pid, owner = str(get("partition_id")), get("owner_id")
+            if verb == "claim_ownership" and self._named.get(pid) != (owner or ""):
+                self._named[pid] = owner or ""
+                self.moves.append((pid, owner or "", now))
             if verb == "list_ownership":
                 if not owner:
                     self.seen_released.setdefault(pid, now)
@@ -91,9 +100,18 @@ class Record:
             else:  # released, or handed to another consumer
                 self.released.setdefault(pid, now)
 
+    def unanswered(self, ownerships: list[Any]) -> None:
+        """A claim that failed or was cut off: each write that would have named a new owner counts as a move now."""
+        now = time.time()
+        for o in ownerships:
+            if not o.consumer_group.endswith("$presence") and self._named.get(o.partition_id) != (o.owner_id or ""):
+                self.moves.append((o.partition_id, o.owner_id or "", now))
+
     def count_request(self, request: Any) -> None:
         """The storage client's ``raw_request_hook``: one HTTP request about to be sent (each retry too)."""
         self.store_calls += 1
+        second = str(int(time.time()))
+        self.per_second[second] = self.per_second.get(second, 0) + 1
         http = request.http_request
         url = str(http.url)
         kind = "list" if "comp=list" in url else next((k for k in ("ownership", "checkpoint") if f"/{k}/" in url),
@@ -133,7 +151,8 @@ class Record:
                 "request_seconds": self.request_seconds, "connections": self.connections,
                 "won": self.won, "released": self.released, "seen_released": self.seen_released,
                 "checkpoint_reads": self.checkpoint_reads, "fenced": self.fenced, "opened": self.opened,
-                "delivered": self.delivered, "looks": self.looks(), "listed": self.listed}
+                "delivered": self.delivered, "looks": self.looks(), "listed": self.listed, "moves": self.moves,
+                "per_second": self.per_second}
 
     def looks(self) -> int:
         """Looks for a handover between rounds.
@@ -201,7 +220,12 @@ def rx_store(conn: str, container: str, record: Record, *, fenced: bool = True) 
             return result
 
         async def claim_ownership(self, ownerships: Any) -> Any:
-            result = await super().claim_ownership(ownerships)
+            ownerships = list(ownerships)
+            try:
+                result = await super().claim_ownership(ownerships)
+            except BaseException:  # failed or cut off by its deadline: its writes may have landed all the same
+                record.unanswered(ownerships)
+                raise
             record.note("claim_ownership", result)
             return result
 

@@ -4,17 +4,22 @@ One emulator (own process) with a hub of 1,024 partitions (256 with ``--quick``,
 N`` for another count), one Azurite, a producer sending a steady trickle to every partition (one event per
 partition per round, ``--rate`` events/s in all, 200 by default), and consumer processes: the ``handover``
 scenario's rxhubs worker (``rxhubs.consume`` + 20 ms of work per batch + ``hops.checkpoint`` on the fenced
-``BlobCheckpointStore`` every 5 s, 2 s balancing interval, 12 s expiry). One consumer starts and takes every
+``BlobCheckpointStore``). Its intervals follow docs/operations.md's guidance for large hubs (:func:`settings`):
+a load-balancing interval of one second per 100 partitions (2 s at least: 10.24 s at 1,024), an ownership expiry of
+6 intervals and a checkpoint per partition every 3 intervals (5 s at least). One consumer starts and takes every
 partition; seven more join (1 -> 8); four stop gracefully (8 -> 4); the rest stop at the end.
 
 Figures, each from this one run:
 
 * ``converge_1``, ``converge_8``, ``converge_4``: load-balancing intervals from each change (the first consumer's
-  start, the joins, the stops) until the ownership blobs show every partition owned by a live consumer and the
-  shares even (differing by at most one). Target: within 2 intervals per change.
+  "ready"; the last joiner's "ready"; the stop signals) to the last store write that moved a partition to another
+  owner (a claim won, a release, a hand to a recipient: every consumer logs the answers of its own writes),
+  counted once the ownership blobs show every partition owned by a live consumer and the shares even (differing
+  by at most one). Target: within 2 intervals per change.
 * ``store_requests_per_interval``: HTTP requests to the storage account per consumer per interval (counted in
   each worker's storage pipeline, retries included), the busiest consumer, beside the official processor's rule
-  of one listing and one claim per interval plus its checkpoint writes.
+  of one listing and one claim per owned partition per interval plus its checkpoint writes; ``steady`` gives the
+  same per consumer over the settled stretch after the last change (renewals, listings, checkpoints only).
 * ``memory_per_partition``: the first consumer's resident memory when it owned every partition, less a newcomer's
   once it owns its share (both past their imports and connections), per partition of the difference.
 * ``owned_twice``: events processed by two consumers (target 0); ``events_lost``: events sent that nobody
@@ -28,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,19 +48,28 @@ from typing import Any
 from rxhubs.bench._procs import emulator_process
 from rxhubs.bench._report import figure, sized
 from rxhubs.bench.handover._scenario import _producer
-from rxhubs.bench.handover._worker import INTERVAL
 
 FULL, QUICK, SMOKE = (1024, 8, 4), (256, 8, 4), (32, 4, 2)
 RATE = 200
-#: Ownership expiry of the run's consumers (6 x the interval, as the chaos run): with 8 processes on two cores a
-#: renewal can come late, and a partition taken over on expiry is read twice by design (the old owner is fenced).
-EXPIRY = 12.0
-#: ``hops.checkpoint``'s default: at 1,024 partitions one write per partition per second would be 1,024 requests a
-#: second to the storage account from one consumer (on this machine Azurite then answers past the store timeout,
-#: renewals fail and partitions expire: read twice, by design); see docs/operations.md, "Large hubs".
-CHECKPOINT_S = 5.0
 SETTLE_INTERVALS = 2  # intervals the group runs converged before the next change
-TIMEOUT_INTERVALS = 60  # a change that has not converged by then is reported as such
+TIMEOUT_INTERVALS = 30  # a change that has not converged by then is reported as such
+POLLS_PER_INTERVAL = 4  # listings of the ownership blobs per interval, to see convergence (the time is the writes')
+
+
+def settings(partitions: int) -> tuple[float, float, float]:
+    """The run's load-balancing interval, ownership expiry and checkpoint interval for ``partitions`` (seconds).
+
+    docs/operations.md's guidance for large hubs: a second of interval per 100 partitions (2 s at least), an
+    expiry of 6 intervals (a renewal may fail or come late several times on a loaded machine before anything
+    moves), a checkpoint per partition every 3 intervals (5 s at least): what the run's consumers and one Azurite
+    carry on two cores, where each store request costs about 1.5 ms of the consumer's CPU and 2 ms of Azurite's.
+
+    Example:
+        >>> settings(32), settings(1024)
+        ((2.0, 12.0, 6.0), (10.24, 61.44, 30.72))
+    """
+    interval = max(2.0, partitions / 100)
+    return interval, 6 * interval, max(5.0, 3 * interval)
 
 
 def _rss_kib(pid: int) -> int:
@@ -67,12 +82,22 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class _Group:
     """The consumer processes and what the ownership blobs say about them."""
 
     def __init__(self, env: dict[str, str], container: str, folder: Path, partitions: int) -> None:
         self.env, self.container, self.folder, self.partitions = env, container, folder, partitions
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.live_at_steady: list[str] = []
 
     def start(self, owner: str) -> None:
         logs = os.environ.get("RXHUBS_BENCH_WORKER_LOGS")  # a folder: keep each worker's stderr there
@@ -109,32 +134,36 @@ class _Group:
         return max(counts) - min(counts) <= 1
 
 
-async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, few: int) -> dict[str, Any]:
+async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, few: int,
+                   interval: float) -> dict[str, Any]:
     from rxhubs.stores import BlobCheckpointStore
 
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"seen": {}}
     async with BlobCheckpointStore.from_connection_string(storage, group.container) as store:
 
         async def until_converged(name: str, began: float, owners: list[str]) -> None:
-            deadline = began + TIMEOUT_INTERVALS * INTERVAL
+            deadline = began + TIMEOUT_INTERVALS * interval
             while time.time() < deadline:
                 if group.converged(await group.owners(store, ns, hub), owners):
-                    result[name] = round((time.time() - began) / INTERVAL, 2)
+                    result["seen"][name] = (began, time.time())  # the change, and when a listing showed it done
                     return
-                await asyncio.sleep(0.2)
-            result[name] = None  # did not converge
+                await asyncio.sleep(interval / POLLS_PER_INTERVAL)
+            result["seen"][name] = (began, None)  # did not converge
 
         changes: dict[str, float] = {}
         result["changes"] = changes
         await asyncio.to_thread(group.start, "c0")
         began = changes["start c0"] = time.time()  # from its "ready" (process start-up is not balancing)
         await until_converged("converge_1", began, ["c0"])
-        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+        cpu = _cpu_s(group.procs["c0"].pid), time.time()
+        await asyncio.sleep(SETTLE_INTERVALS * interval)
+        # every partition owned, nothing moving: what the owner of them all spends per second (idle partitions)
+        result["owner_cpu"] = (_cpu_s(group.procs["c0"].pid) - cpu[0]) / (time.time() - cpu[1])
         all_kib = _rss_kib(group.procs["c0"].pid)  # the first consumer, every partition owned
         await asyncio.gather(*(asyncio.to_thread(group.start, f"c{i}") for i in range(1, many)))
         began = changes[f"join c1-c{many - 1}"] = time.time()  # all of them ready
         await until_converged(f"converge_{many}", began, [f"c{i}" for i in range(many)])
-        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+        await asyncio.sleep(SETTLE_INTERVALS * interval)
         # a newcomer owns a share, has imported and connected as the first did, and never held more: the
         # difference per partition is what a partition costs a consumer (imports and connections cancel out)
         share_kib = sum(_rss_kib(group.procs[f"c{i}"].pid) for i in range(1, many)) / (many - 1)
@@ -145,8 +174,35 @@ async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, fe
         stopping = asyncio.ensure_future(asyncio.to_thread(group.stop, leaving))
         await until_converged(f"converge_{few}", began, [f"c{i}" for i in range(few)])
         await stopping
-        await asyncio.sleep(SETTLE_INTERVALS * INTERVAL)
+        settled = time.time()
+        group.live_at_steady = group.live
+        await asyncio.sleep(SETTLE_INTERVALS * interval)
+        result["steady"] = (settled, time.time())
     return result
+
+
+def convergence(seen: dict[str, tuple[float, float | None]], moves: list[tuple[str, str, float]],
+                interval: float) -> dict[str, float | None]:
+    """Intervals from each change to the last write that moved a partition before the change was seen converged.
+
+    ``seen``: change name -> (when it began, when a listing showed it converged; None: never). ``moves``: every
+    consumer's writes that named a new owner (partition, owner, wall time answered). A change whose listing showed it
+    converged with no write since it began (nothing had to move) counts 0.
+
+    Example:
+        >>> convergence({"c": (100.0, 112.0)}, [("0", "a", 99.0), ("1", "b", 105.0), ("1", "", 111.0)], 2.0)
+        {'c': 5.5}
+        >>> convergence({"c": (100.0, None)}, [], 2.0)
+        {'c': None}
+    """
+    found: dict[str, float | None] = {}
+    for name, (began, done) in seen.items():
+        if done is None:
+            found[name] = None
+            continue
+        last = max((at for _, _, at in moves if began <= at <= done), default=began)
+        found[name] = round((last - began) / interval, 2)
+    return found
 
 
 def _ledger(
@@ -169,13 +225,15 @@ def run_real(args: Any) -> list[dict[str, Any]]:
     partitions, many, few = sized(args, FULL, QUICK, SMOKE)
     partitions = getattr(args, "partitions", None) or partitions
     rate = getattr(args, "rate", None) or RATE
+    interval, expiry, checkpoint_s = settings(partitions)
     stop, warm, sent_log = threading.Event(), threading.Event(), []  # type: ignore[var-annotated]
     counts: dict[str, int] = {}
     with emulator_process({"scale": partitions}) as conns, Azurite() as azurite, \
             tempfile.TemporaryDirectory() as tmp:
         conn = conns["scale"]
         env = {"RXHUBS_BENCH_EVENTHUB": conn, "RXHUBS_BENCH_STORAGE": azurite.connection_string,
-               "RXHUBS_BENCH_EXPIRY": str(EXPIRY), "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(CHECKPOINT_S)}
+               "RXHUBS_BENCH_INTERVAL": str(interval), "RXHUBS_BENCH_EXPIRY": str(expiry),
+               "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(checkpoint_s)}
         group = _Group(env, f"scale-{uuid.uuid4().hex[:10]}", Path(tmp), partitions)
         producer = threading.Thread(target=_producer, args=(conn, stop, partitions, warm), daemon=True,
                                     kwargs={"rate": rate, "sent": sent_log})
@@ -189,7 +247,7 @@ def run_real(args: Any) -> list[dict[str, Any]]:
 
             hub = rxhubs.EventHub.from_connection_string(conn)
             ns, name = hub.fully_qualified_namespace, hub.eventhub_name
-            found = asyncio.run(_measure(group, azurite.connection_string, ns, name, many, few))
+            found = asyncio.run(_measure(group, azurite.connection_string, ns, name, many, few, interval))
             stop.set()
             producer.join(60)
             load = os.getloadavg()[0]
@@ -204,13 +262,13 @@ def run_real(args: Any) -> list[dict[str, Any]]:
                     marks: dict[str, int] = {}
                     async with BlobCheckpointStore.from_connection_string(azurite.connection_string,
                                                                           group.container) as store:
-                        deadline = time.time() + TIMEOUT_INTERVALS * INTERVAL
+                        deadline = time.time() + TIMEOUT_INTERVALS * interval
                         while time.time() < deadline:
                             marks = {c.partition_id: c.sequence_number
                                      for c in await store.list_checkpoints(ns, name, "$Default")}
                             if all(marks.get(pid, -1) >= seq for pid, seq in last.items()):
                                 break
-                            await asyncio.sleep(INTERVAL)
+                            await asyncio.sleep(interval)
                 finally:
                     await hub.close()
                 return last, marks
@@ -221,6 +279,9 @@ def run_real(args: Any) -> list[dict[str, Any]]:
             group.stop(group.live)
         seconds = time.time() - began
         records, processed, by = _ledger(group.folder, list(group.procs), began)
+        if keep := os.environ.get("RXHUBS_BENCH_KEEP"):  # a folder: keep each worker's record there
+            for owner in group.procs:
+                shutil.copy(group.folder / f"{owner}.json", Path(keep) / f"{owner}.json")
     # lost: an event at or below its partition's final checkpoint that nobody processed (skipped for good); an event
     # past it is unread when the run ended (a drain past its bound), and a restarted consumer would read it
     unread = [(pid, seq) for pid, last in counts.items() for seq in range(last + 1) if (pid, seq) not in processed]
@@ -228,20 +289,35 @@ def run_real(args: Any) -> list[dict[str, Any]]:
     lost = len(skipped)
     twice = sum(1 for owners in by.values() if len(owners) > 1)
     examples = dict(list(((k, v) for k, v in by.items() if len(v) > 1))[:5])
-    per_interval = [r["store_calls"] / max(1.0, (seconds - (r["started"] - began)) / INTERVAL)
+    moves = [tuple(m) for r in records.values() for m in r.get("moves", ())]
+    converged = convergence(found["seen"], moves, interval)
+    per_interval = [r["store_calls"] / max(1.0, (seconds - (r["started"] - began)) / interval)
                     for r in records.values()]
+    quiet_from, quiet_to = found["steady"]
+    steady = [sum(n for second, n in r["per_second"].items() if quiet_from <= int(second) < int(quiet_to))
+              / max(1.0, (int(quiet_to) - int(quiet_from)) / interval)
+              for owner, r in records.items() if owner in group.live_at_steady]
     extra: dict[str, Any] = {"partitions": partitions, "consumers": f"1 -> {many} -> {few}",
+                             "interval_s": interval, "expiry_s": expiry, "checkpoint_s": checkpoint_s,
                              "load_average": round(load, 2)}
     scenario = "scale_real"
     out = [figure(scenario, name, "intervals", value if value is not None else -1.0, None, None,
-                  "<= 2 intervals", higher_is_better=False, met=value is not None and value <= 2.0, **extra)
-           for name, value in ((k, found[k]) for k in ("converge_1", f"converge_{many}", f"converge_{few}"))]
+                  "<= 2 intervals", higher_is_better=False, met=value is not None and value <= 2.0,
+                  seen_converged=None if found["seen"][name][1] is None
+                  else round((found["seen"][name][1] - found["seen"][name][0]) / interval, 2), **extra)
+           for name, value in converged.items()]
     out.append(figure(scenario, "store_requests_per_interval", "requests", round(max(per_interval), 2), None,
-                      "official processor's rule: 1 listing + 1 claim per interval, plus checkpoint writes", None,
-                      higher_is_better=False, median=round(sorted(per_interval)[len(per_interval) // 2], 2),
+                      "official processor's rule: 1 listing + 1 claim per owned partition per interval, plus "
+                      "checkpoint writes", None, higher_is_better=False,
+                      median=round(sorted(per_interval)[len(per_interval) // 2], 2),
+                      steady=[round(x, 1) for x in steady],
+                      official_steady=round(1 + partitions / few + partitions / few * interval / checkpoint_s, 1),
                       **extra))
     out.append(figure(scenario, "memory_per_partition", "KiB", found["memory_per_partition_kib"], None, None, None,
                       higher_is_better=False, rss_kib=found["memory_kib"], **extra))
+    out.append(figure(scenario, "cpu_per_partition", "ms/s", round(1000 * found["owner_cpu"] / partitions, 3),
+                      None, None, None, higher_is_better=False,
+                      owner_cpu_share=round(found["owner_cpu"], 3), **extra))
     out.append(figure(scenario, "owned_twice", "events", float(twice), None, None, "0", higher_is_better=False,
                       met=twice == 0, examples=examples,
                       changes={k: round(v - began, 2) for k, v in found["changes"].items()}, **extra))

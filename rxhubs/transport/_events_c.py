@@ -1,0 +1,1 @@
+_events_py.py

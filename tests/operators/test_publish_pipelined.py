@@ -1,0 +1,138 @@
+"""hops.publish through an rxhubs.EventHub on the native send path: the source partitions' sends are in flight
+together (no 20 ms linger, no turn at the link), each partition's still one at a time, in order, acknowledged
+before its checkpoint; on azure-eventhub's send_batch (RXHUBS_NO_EXTENSIONS=1) order and acks hold the same.
+The emulator, the real azure-eventhub client under rxhubs on both sides."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from reactivex import operators as ops
+
+import rxhubs
+from rxhubs import operators as hops
+from rxhubs.operators import _publish
+from rxhubs.transport._encode import compiled_encoder
+from tests.operators.test_publish_emulator import FAST, KEYS, CheckedStore, read_all, run_until
+
+EVENTS_PER_KEY = 60
+
+
+class Watched:
+    """Wraps the target hub's ``publish``: sends in flight at once (overall, per source partition and key), acks."""
+
+    def __init__(self, hub: rxhubs.EventHub) -> None:
+        self.hub, self.inner = hub, hub.publish
+        self.acked: dict[str, set[int]] = defaultdict(set)
+        self.most = 0
+        self.lane_now: dict[tuple[str, str | None], int] = defaultdict(int)
+        self.lane_most = 0
+
+    async def publish(self, events: Sequence[hops.OutgoingEvent], *, partition_id: str | None = None,
+                      partition_key: str | None = None) -> None:
+        lanes = {(e.properties["src"].split(":")[0], partition_key) for e in events}
+        for lane in lanes:
+            self.lane_now[lane] += 1
+            self.lane_most = max(self.lane_most, self.lane_now[lane])
+        sources = {lane[0] for lane, n in self.lane_now.items() if n}
+        self.most = max(self.most, len(sources))  # source partitions with a send in flight
+        try:
+            await self.inner(events, partition_id=partition_id, partition_key=partition_key)
+        finally:
+            for lane in lanes:
+                self.lane_now[lane] -= 1
+        for event in events:
+            pid, seq = event.properties["src"].split(":")
+            self.acked[pid].add(int(seq))
+
+
+async def test_partitions_send_together_natively_each_in_order_and_acked_before_its_checkpoint(
+    emulator_factory: Any,
+) -> None:
+    emulator = emulator_factory(hubs={"a": 4, "b": 4})
+    source = rxhubs.EventHub.from_connection_string(emulator.connection_string("a"))
+    target = rxhubs.EventHub.from_connection_string(emulator.connection_string("b"))
+    watched = Watched(target)
+    target.publish = watched.publish  # type: ignore[method-assign]  # the gate still sees the hub's own senders
+    try:
+        await asyncio.gather(*(source.send([f"{key}/{n}" for n in range(EVENTS_PER_KEY)], partition_key=key)
+                               for key in KEYS))
+        partition_of: dict[int, str] = {}
+
+        def remember(batch: rxhubs.EventBatch) -> rxhubs.EventBatch:
+            partition_of.update((id(e), batch.partition_id) for e in batch)
+            return batch
+
+        store = CheckedStore(watched)  # type: ignore[arg-type]  # (it reads .acked)
+        operator = hops.publish(target, properties=lambda e: {"src": f"{partition_of.pop(id(e))}:{e.sequence_number}"})
+        pipeline = rxhubs.consume(source, "$Default", store, max_batch_size=10, **FAST).pipe(
+            ops.map(remember), operator,
+            hops.checkpoint(store, max_interval=0.2),
+        )
+
+        async def all_checkpointed() -> bool:
+            written = store.peek(source.fully_qualified_namespace, "a", "$Default")[1]
+            return sum(c.sequence_number + 1 for c in written) == EVENTS_PER_KEY * len(KEYS)
+
+        await run_until(pipeline, all_checkpointed)
+        published = await read_all(target, EVENTS_PER_KEY * len(KEYS))
+        native = target._senders.native
+    finally:
+        await source.close()
+        await target.close()
+    assert native == (compiled_encoder() is not None)  # the native send path wherever it is built
+    by_key: dict[str, list[bytes]] = defaultdict(list)
+    for event in published:
+        by_key[str(event.partition_key)].append(event.body)
+    assert by_key == {k: [f"{k}/{n}".encode() for n in range(EVENTS_PER_KEY)] for k in KEYS}  # order per key
+    assert store.early == [] and store.writes >= 4  # every checkpoint after its events' acks
+    if native:  # (on send_batch the SDK's producer lock orders the sends: not asserted)
+        assert watched.most >= 2  # several source partitions' sends in flight on the target at once
+    assert watched.lane_most == 1  # but one at a time per source partition and key
+
+
+class _Senders:
+    native, _off = True, None
+
+
+class _Hub:
+    _senders = _Senders()
+
+
+async def test_the_gate_is_open_on_the_native_path_and_serial_before() -> None:
+    gate = _publish._Gate(_Hub())
+    inside: list[int] = []
+    both = asyncio.Event()
+
+    async def lane(n: int) -> None:
+        async with gate:
+            inside.append(n)
+            if len(inside) == 2:
+                both.set()
+            await asyncio.wait_for(both.wait(), 5)  # the other lane gets in while this one is inside
+
+    await asyncio.gather(lane(1), lane(2))
+    assert not gate.lock.locked() and sorted(inside) == [1, 2]
+    _Hub._senders.native = False  # not (yet) native: one at a time, each after the linger
+    order: list[str] = []
+
+    async def serial(n: int) -> None:
+        async with gate:
+            order.append(f"in{n}")
+            assert gate.lock.locked()
+            await asyncio.sleep(0.01)
+            order.append(f"out{n}")
+
+    await asyncio.gather(serial(1), serial(2))
+    assert order in (["in1", "out1", "in2", "out2"], ["in2", "out2", "in1", "out1"])
+    assert not gate.lock.locked()
+
+
+@pytest.fixture(autouse=True)
+def _restore() -> Any:
+    yield
+    _Hub._senders.native = True
