@@ -145,6 +145,9 @@ async def _serve(emulator: Any) -> int:
             print(f"rxhubs emulator: AMQP over TLS on port {emulator.tls_port}: connection strings without "
                   f"UseDevelopmentEmulator, with connection_verify={str(emulator.ca_file)!r}{extra}",
                   file=sys.stderr, flush=True)
+        if emulator.tls_websocket_port is not None:
+            print(f"rxhubs emulator: AMQP over secure WebSockets on port {emulator.tls_websocket_port}: "
+                  "transport_type=TransportType.AmqpOverWebsocket", file=sys.stderr, flush=True)
         history = emulator.history
         if history.target is not None:
             print(f"rxhubs emulator: Capture to {history.target!r}, a file per {history.capture_window:g} s",

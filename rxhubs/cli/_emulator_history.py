@@ -44,6 +44,8 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca-file", default="rxhubs-emulator-ca.pem", metavar="PATH",
                         help="where to write the CA certificate clients pass as connection_verify "
                              "(default ./rxhubs-emulator-ca.pem)")
+    parser.add_argument("--tls-websocket-port", type=int, default=None, metavar="PORT",
+                        help="also serve AMQP over secure WebSockets (wss://) there (443 is the service's)")
 
 
 def _per_hub(specs: list[str], option: str, kind: type) -> Any:
@@ -87,5 +89,6 @@ def history_options(args: argparse.Namespace) -> dict[str, Any]:
         "capture_size": args.capture_size,
         "capture_namespace": args.capture_namespace,
         "capture_connection_string": args.capture_connection_string,
-        **({"tls": True, "tls_port": args.tls_port, "tls_ca_file": args.tls_ca_file} if args.tls else {}),
+        **({"tls": True, "tls_port": args.tls_port, "tls_ca_file": args.tls_ca_file,
+            "tls_websocket_port": args.tls_websocket_port} if args.tls else {}),
     }

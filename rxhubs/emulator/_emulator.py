@@ -99,6 +99,7 @@ class Emulator(TlsAccess):
             (``connection_verify`` and, off port 5671, ``custom_endpoint_address``).
         tls_port: The TLS port (5671 is the service's; 0 picks a free one, read :attr:`tls_port`).
         tls_ca_file: Where to write the authority's certificate (default: the emulator's temporary folder).
+        tls_websocket_port: Also serve AMQP over secure WebSockets (``wss://``, the service's port 443) there.
         schema_registry: Also serve the Azure Schema Registry REST API over HTTPS (needs ``tls=True``) on
             ``schema_registry_port``, for the official ``azure-schemaregistry`` client: its
             ``fully_qualified_namespace`` is :attr:`schema_registry_namespace`, with ``connection_verify`` the CA
@@ -140,6 +141,7 @@ class Emulator(TlsAccess):
                  capture_window: float = 300.0, capture_size: int = 300 * 1024 * 1024,
                  capture_namespace: str = "emulator", capture_connection_string: str | None = None,
                  tls: bool = False, tls_port: int = 0, tls_ca_file: str | Path | None = None,
+                 tls_websocket_port: int | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
                  max_message_size: int = 1024 * 1024) -> None:
         if not hubs:
@@ -171,7 +173,7 @@ class Emulator(TlsAccess):
         self.max_message_size = max_message_size
         if not 0 <= tls_port <= 65535:
             raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
-        self._tls = TlsListener(tls_ca_file) if tls else None
+        self._tls = TlsListener(tls_ca_file, tls_websocket_port) if tls else None
         if schema_registry and not tls:
             raise ConfigurationError("schema_registry needs tls=True: the registry's clients send bearer tokens over "
                                      "HTTPS only")

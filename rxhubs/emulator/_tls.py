@@ -5,7 +5,9 @@ TLS off. With ``tls=True`` the emulator makes, each time it starts, a private ce
 certificate for ``127.0.0.1`` and ``localhost`` signed by it (EC P-256, valid for 7 days; the keys never leave
 memory except the server's, kept in the emulator's temporary folder), writes the authority's certificate to
 ``ca_file``, and serves AMQP over TLS on ``tls_port`` beside the plain port. Clients trust it by passing the file
-as azure-eventhub's ``connection_verify`` (and ``custom_endpoint_address`` when the port is not 5671).
+as azure-eventhub's ``connection_verify`` (and ``custom_endpoint_address`` when the port is not 5671). With a
+``websocket_port`` it also serves AMQP over secure WebSockets (``wss://HOST:PORT/$servicebus/websocket``, the
+service's ``TransportType.AmqpOverWebsocket`` on port 443) with the same certificate.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rxhubs.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from rxhubs.emulator._server import Server
+    from rxhubs.emulator._websocket import WebSocketListener
 
 __all__ = ["TlsListener", "make_certificates"]
 
@@ -85,9 +88,14 @@ def make_certificates(folder: Path, ca_file: Path | None = None) -> tuple[Path, 
 class TlsListener:
     """AMQP over TLS: the same connections as the plain port, behind a TLS server socket."""
 
-    def __init__(self, ca_file: str | Path | None = None) -> None:
+    def __init__(self, ca_file: str | Path | None = None, websocket_port: int | None = None) -> None:
+        if websocket_port is not None and not 0 <= websocket_port <= 65535:
+            raise ConfigurationError(f"tls_websocket_port must be between 0 and 65535 or None, got {websocket_port}")
         self.ca_file: Path | None = Path(ca_file) if ca_file is not None else None
         self.port: int | None = None
+        self._requested_websocket_port = websocket_port
+        self.websocket_port: int | None = None  # AMQP over secure WebSockets (wss://), when asked
+        self._websocket: WebSocketListener | None = None
         self._server: asyncio.Server | None = None
         self.context: ssl.SSLContext | None = None  # the server side, also for the Schema Registry's HTTPS
         self._folder: tempfile.TemporaryDirectory[str] | None = None
@@ -104,9 +112,19 @@ class TlsListener:
         self.context = context
         self._server = await asyncio.start_server(server.serve_connection, host, port, ssl=context, limit=2**16)
         self.port = int(self._server.sockets[0].getsockname()[1])
+        if self._requested_websocket_port is not None:
+            from rxhubs.emulator._websocket import WebSocketListener
+
+            self._websocket = WebSocketListener(server)
+            self.websocket_port = await self._websocket.start(host, self._requested_websocket_port, context)
         return self.port
 
     async def stop(self) -> None:
+        websocket, self._websocket = self._websocket, None
+        if websocket is not None:
+            websocket.stop_accepting()
+            await websocket.stop()
+        self.websocket_port = None
         server, self._server = self._server, None
         if server is not None:
             server.close()

@@ -29,6 +29,11 @@ class TlsAccess:
         return None if self._tls is None else self._tls.port
 
     @property
+    def tls_websocket_port(self) -> int | None:
+        """The port serving AMQP over secure WebSockets (None without ``tls_websocket_port``, or while stopped)."""
+        return None if self._tls is None else self._tls.websocket_port
+
+    @property
     def schema_registry_namespace(self) -> str | None:
         """``127.0.0.1:PORT``: the Schema Registry client's ``fully_qualified_namespace`` (None: no registry)."""
         port = None if self._registry is None else self._registry.port

@@ -118,8 +118,8 @@ class WebSocketListener:
         """Refuse new WebSockets from now on (the emulator is stopping)."""
         self._accepting = False
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: a free port); returns the port.
+    async def start(self, host: str, port: int, ssl_context: Any = None) -> int:
+        """Listen on ``host:port`` (0: a free port; over TLS with ``ssl_context``: ``wss://``); returns the port.
 
         Raises:
             OSError: The port cannot be bound.
@@ -135,7 +135,7 @@ class WebSocketListener:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
-            site = web.SockSite(runner, sock)
+            site = web.SockSite(runner, sock, ssl_context=ssl_context)
             await site.start()
         except BaseException:
             sock.close()

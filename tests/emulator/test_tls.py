@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient, TransportType
 from azure.eventhub.aio import EventHubProducerClient as AioProducer
 from azure.eventhub.exceptions import EventHubError
 
@@ -90,6 +90,35 @@ def test_rxhubs_emulator_tls_from_the_command_line(tmp_path: Path) -> None:
         with EventHubProducerClient.from_connection_string(conn, connection_verify=str(ca),
                                                            custom_endpoint_address=endpoint) as producer:
             assert producer.get_partition_ids() == ["0"]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_amqp_over_secure_websockets_from_the_command_line(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    proc = subprocess.Popen([sys.executable, "-m", "rxhubs.cli", "emulator", "--port", "0", "--hub", f"{HUB}:2",
+                             "--tls", "--tls-port", "0", "--tls-ca-file", str(ca), "--tls-websocket-port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        line = next(line for line in iter(proc.stderr.readline, "") if "secure WebSockets" in line)
+        port = int(line.split("on port ", 1)[1].split(":")[0])
+        conn = f"Endpoint=sb://127.0.0.1/;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath={HUB}"
+        wss = {"transport_type": TransportType.AmqpOverWebsocket, "custom_endpoint_address": f"sb://127.0.0.1:{port}"}
+        with EventHubProducerClient.from_connection_string(conn, connection_verify=str(ca), **wss) as producer:
+            assert producer.get_partition_ids() == ["0", "1"]
+            batch = producer.create_batch(partition_id="1")
+            batch.add(EventData("over wss"))
+            producer.send_batch(batch)
+        with SyncReceiver(conn, "1", starting_position="-1", client_options={"connection_verify": str(ca), **wss}) \
+                as receiver:
+            assert [e.body_as_str() for e in receiver.wait_events(1)] == ["over wss"]
+        # TLS really is in the way: without the authority the handshake fails
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0, **wss) as untrusting, \
+                pytest.raises(EventHubError, match=r"(?i)certificate"):
+            untrusting.get_partition_ids()
     finally:
         proc.terminate()
         proc.wait(20)

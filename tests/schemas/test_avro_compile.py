@@ -109,12 +109,12 @@ def test_a_compiled_reader_gives_fastavros_values_and_misses_what_it_cannot_read
     values = list(generate_many(schema, 8))
     bodies = [_body(schema, v) for v in values]
     got = reader(b"".join(bodies), list(itertools.accumulate(map(len, bodies))))
-    assert all(_same(g, _alone(schema, b)) for g, b in zip(got, bodies, strict=True)), (raw, values, got)
+    assert all(_same(g, _alone(schema, b)) for g, b in zip(got, bodies, strict=True)), repr((raw, values, got))[:800]
     rng = random.Random(seed)
     bad = [_corrupt(rng, b) if rng.random() < 0.6 else b for b in bodies]
     got = reader(b"".join(bad), list(itertools.accumulate(map(len, bad))))
     for value, body in zip(got, bad, strict=True):
-        assert value is MISSING or _same(value, _alone(schema, body)), (raw, body, value)
+        assert value is MISSING or _same(value, _alone(schema, body)), repr((raw, body, value))[:800]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,7 +144,7 @@ def test_decode_values_equals_decoding_each_event_alone(raw: Any, seed: int, com
         except UndecodableError as exc:
             expected.append(None)
             reasons.append((i, _unaddressed(str(exc))))
-    assert all(_same(a, b) for a, b in zip(values, expected, strict=True)), (raw, values, expected)
+    assert all(_same(a, b) for a, b in zip(values, expected, strict=True)), repr((raw, values, expected))[:800]
     assert [(i, _unaddressed(str(e))) for i, e in failed] == reasons
 
 
