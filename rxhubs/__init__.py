@@ -18,32 +18,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from rxhubs import errors
-from rxhubs._batch import Ack, EventBatch
-from rxhubs._models import (
-    Checkpoint,
-    CloseReason,
-    ErrorContext,
-    Event,
-    EventHubProperties,
-    LastEnqueuedEventProperties,
-    Ownership,
-    PartitionContext,
-    PartitionProperties,
-    Position,
-)
-from rxhubs._retry import Backoff
-from rxhubs._run import arun, run
-from rxhubs._shutdown import Shutdown
 from rxhubs.errors import RxHubsError
-from rxhubs.sources import partition_batches
-from rxhubs.transport import Hub, PartitionReceiver
 
 if TYPE_CHECKING:
     from rxhubs import emulator, operators, spark, stores, tables, testing, windows
+    from rxhubs._batch import Ack, EventBatch
+    from rxhubs._models import (
+        Checkpoint,
+        CloseReason,
+        ErrorContext,
+        Event,
+        EventHubProperties,
+        LastEnqueuedEventProperties,
+        Ownership,
+        PartitionContext,
+        PartitionProperties,
+        Position,
+    )
+    from rxhubs._retry import Backoff
+    from rxhubs._run import arun, run
+    from rxhubs._shutdown import Shutdown
     from rxhubs._workers import WorkerContext, WorkerReport, WorkersSummary, run_workers
     from rxhubs.balancing import PartitionStream, consume, partitions
     from rxhubs.processor import EventProcessor, PartitionProcessor
-    from rxhubs.transport import EventHub
+    from rxhubs.sources import partition_batches
+    from rxhubs.transport import EventHub, Hub, PartitionReceiver
 
 __version__ = "0.1.0"
 
@@ -89,10 +88,31 @@ __all__ = [
     "windows",
 ]
 
-# Loaded on first use: Spark and the emulator are heavy, the rest keeps `import rxhubs` fast.
+# Every public name loads on first use: a process that needs one corner of rxhubs (a Spark Python worker runs the
+# data source, which needs neither reactivex nor the streams) imports only that corner, and `import rxhubs` is
+# cheap. `from rxhubs import Event` and `rxhubs.Event` both go through __getattr__ below.
 _LAZY_MODULES = {"emulator", "operators", "spark", "stores", "tables", "testing", "windows"}
 _LAZY_ATTRS = {
+    "Ack": "rxhubs._batch",
+    "EventBatch": "rxhubs._batch",
+    "Checkpoint": "rxhubs._models",
+    "CloseReason": "rxhubs._models",
+    "ErrorContext": "rxhubs._models",
+    "Event": "rxhubs._models",
+    "EventHubProperties": "rxhubs._models",
+    "LastEnqueuedEventProperties": "rxhubs._models",
+    "Ownership": "rxhubs._models",
+    "PartitionContext": "rxhubs._models",
+    "PartitionProperties": "rxhubs._models",
+    "Position": "rxhubs._models",
+    "Backoff": "rxhubs._retry",
+    "arun": "rxhubs._run",
+    "run": "rxhubs._run",
+    "Shutdown": "rxhubs._shutdown",
+    "partition_batches": "rxhubs.sources",
     "EventHub": "rxhubs.transport",
+    "Hub": "rxhubs.transport",
+    "PartitionReceiver": "rxhubs.transport",
     "EventProcessor": "rxhubs.processor",
     "PartitionProcessor": "rxhubs.processor",
     "PartitionStream": "rxhubs.balancing",

@@ -26,15 +26,16 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from rxhubs.spark._arrow import to_arrow, to_dataframe
 from rxhubs.spark._schema import COLUMNS, SCHEMA, arrow_schema, property_to_str
-from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session, worker_python
-from rxhubs.spark._sink import write
 
 if TYPE_CHECKING:
+    from rxhubs.spark._arrow import to_arrow, to_dataframe
     from rxhubs.spark._datasource import EventHubsDataSource, RxHubsDataSource, register_source
+    from rxhubs.spark._session import LOCAL_CONF, get_or_create_session, local_session, worker_python
+    from rxhubs.spark._sink import write
 
 __all__ = [
     "COLUMNS",
@@ -54,10 +55,27 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The streaming source subclasses pyspark classes: import it (and pyspark) only when first asked for.
-    if name in ("EventHubsDataSource", "RxHubsDataSource", "register_source"):
-        from rxhubs.spark import _datasource
+# Loaded on first use: a Spark Python worker running the data source (rxhubs.spark._source, ._arrow_read) imports
+# this package first, and needs neither the Rx sink (reactivex) nor the conversions of events to Arrow.
+_LAZY = {
+    "EventHubsDataSource": "rxhubs.spark._datasource",  # subclasses pyspark's classes: imports pyspark
+    "RxHubsDataSource": "rxhubs.spark._datasource",
+    "register_source": "rxhubs.spark._datasource",
+    "to_arrow": "rxhubs.spark._arrow",
+    "to_dataframe": "rxhubs.spark._arrow",
+    "LOCAL_CONF": "rxhubs.spark._session",
+    "get_or_create_session": "rxhubs.spark._session",
+    "local_session": "rxhubs.spark._session",
+    "worker_python": "rxhubs.spark._session",
+    "write": "rxhubs.spark._sink",
+}
 
-        return getattr(_datasource, name)
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rxhubs.spark' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(globals()))

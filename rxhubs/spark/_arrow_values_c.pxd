@@ -21,7 +21,8 @@ cdef class Buf:
     @cython.locals(p=Py_ssize_t, i=int)
     cdef int i64(self, long long x) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
-    cdef int copy(self, bytes src, Py_ssize_t a, Py_ssize_t b) except -1
+    cdef int copy(self, const unsigned char[::1] src, Py_ssize_t a, Py_ssize_t b) except -1
+    @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef int add(self, bytes src) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t)
     cdef int copy_buf(self, Buf src, Py_ssize_t a, Py_ssize_t b) except -1

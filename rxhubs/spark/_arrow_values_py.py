@@ -57,21 +57,31 @@ class Buf:
             self.view[p + i] = x & 0xFF
             x >>= 8
 
-    def copy(self, src: bytes, a: int, b: int) -> None:
-        """``src[a:b]``: a byte loop for a few bytes, a block copy for more (the bounds are checked here)."""
+    def copy(self, src: Any, a: int, b: int) -> None:
+        """``src[a:b]``, ``src`` a buffer view (the reader's ``v``); the bounds are checked here.
+
+        A byte loop for a few bytes, a block copy for more, view to view (compiled: a memory copy, no bytes object
+        in between: for 1 KB events with two properties, 4.5 -> 2.3 us per event for the whole builder).
+        """
         if a < 0 or b < a or b > len(src):
             raise FrameError(f"a copy of bytes {a}..{b} of {len(src)}")
         k = b - a
         p = self.room(k)
         if k > 32:
-            self.data[p:p + k] = src[a:b]
+            self.view[p:p + k] = src[a:b]
         else:
             for i in range(k):
                 self.view[p + i] = src[a + i]
 
     def add(self, src: bytes) -> None:
-        """All of ``src``."""
-        self.copy(src, 0, len(src))
+        """All of ``src`` (a name, a literal, a row's value: not the frame)."""
+        k = len(src)
+        p = self.room(k)
+        if k > 32:
+            self.data[p:p + k] = src
+        else:
+            for i in range(k):
+                self.view[p + i] = src[i]
 
     def copy_buf(self, src: "Buf", a: int, b: int) -> None:
         """``src.data[a:b]``, written before (so within its bounds)."""
@@ -284,6 +294,9 @@ class ValueReader:
                         element = self.u8()
                         if element == 0:
                             raise Unsupported("an array of described values")
+                        if n > 255 and n > self.end - self.pos:  # (as _frames_py: elements of no width)
+                            raise FrameError(f"an array of {n} elements in the {self.end - self.pos} bytes left of"
+                                             " its frame")
                         for _ in range(n):
                             self.skip_typed(element)
                 else:
@@ -312,7 +325,7 @@ class ValueReader:
             raise Unsupported("a map key that is not UTF-8 text")
         keys = column.keys
         start = keys.n
-        keys.copy(self.frame, self.a, self.b)
+        keys.copy(self.v, self.a, self.b)
         offsets = column.keys_off
         previous = offsets.get_i32(first - 4)
         for at in range(first, offsets.n, 4):
@@ -333,7 +346,7 @@ class ValueReader:
             if kind == K_BYTES:
                 if not self.utf8(self.a, self.b):
                     raise Unsupported("bytes that are not UTF-8 (base64)" if base64 else "bytes that are not UTF-8")
-                values.copy(self.frame, self.a, self.b)
+                values.copy(self.v, self.a, self.b)
             elif kind == K_UINT or kind == K_INT:
                 values.digits(self.u, kind == K_INT and self.u != 0)
             elif kind == K_TRUE:

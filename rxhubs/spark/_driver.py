@@ -57,7 +57,7 @@ class DriverSide:
 
     def _driver_hub(self) -> EventHub:
         if self._hub is None:
-            self._hub = self._options.hub()
+            self._hub = self._options.hub(management_link=True)  # one link for the query's management calls
         return self._hub
 
     async def _properties(self) -> dict[str, PartitionProperties]:

@@ -12,10 +12,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from rxhubs._batch import EventBatch
-from rxhubs._models import PartitionContext, Position
 from rxhubs.errors import RxHubsError
-from rxhubs.spark._arrow import to_arrow
 from rxhubs.spark._connection import close_hub
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._source_options import _Options
@@ -77,6 +74,10 @@ def read_range(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
 
 def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
     """The events of ``partition`` through a receiver, converted by :func:`~rxhubs.spark.to_arrow`."""
+    from rxhubs._batch import EventBatch
+    from rxhubs._models import PartitionContext, Position
+    from rxhubs.spark._arrow import to_arrow
+
     loop = asyncio.new_event_loop()
     hub = opts.hub(partition_ids=(partition.partition,))  # planned from the hub's partitions: no need to ask
     context = PartitionContext(opts.namespace, opts.eventhub_name, opts.consumer_group, partition.partition)

@@ -120,13 +120,13 @@ class _Options:
         """Where ``partition_id`` starts without a Spark checkpoint or a stored checkpoint."""
         return self.starting_map.get(partition_id, self.default_start)
 
-    def hub(self, partition_ids: tuple[str, ...] = ()) -> EventHub:
+    def hub(self, partition_ids: tuple[str, ...] = (), *, management_link: bool = False) -> EventHub:
         """A new hub (close it with :func:`rxhubs.spark._connection.close_hub`); see :meth:`Connection.hub`.
 
         With ``capturePath``, a :class:`~rxhubs.sources.BackfillHub`: the range before the hub's retention is read
         from the Capture files, the rest from the hub (same rows, same columns).
         """
-        hub = self.connection.hub(partition_ids)
+        hub = self.connection.hub(partition_ids, management_link=management_link)
         if self.capture_path is None:
             return hub
         from rxhubs.sources import BackfillHub, Capture

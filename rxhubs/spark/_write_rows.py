@@ -5,8 +5,8 @@ the bodies as one list of ``bytes`` (a string column is read as binary: the same
 the targets (``partitionId`` or ``partitionKey``) dictionary-encoded and grouped with a stable sort, so each
 group keeps the rows' order; the ``properties`` maps, when every row carries the same map (the common case: a
 literal or a column of constants), become one shared dict checked column-wise, else one dict per distinct map.
-Each event is an :class:`~rxhubs.transport._publisher.OutgoingEvent` that the send path encodes (compiled where
-built) straight into transfer frames.
+Each group is an :class:`~rxhubs.transport._publisher.EventColumns` (its bodies and properties as columns, no
+object per event) that the send path encodes (compiled where built) straight into transfer frames.
 
 Example:
     >>> import pyarrow as pa
@@ -18,18 +18,17 @@ Example:
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Any
 
 from rxhubs.errors import ConfigurationError
-from rxhubs.transport._publisher import OutgoingEvent
+from rxhubs.transport._publisher import EventColumns
 
 __all__ = ["Groups", "Target", "groups", "shared_properties"]
 
 #: Target of a row: (partition id, partition key), at most one set.
 Target = tuple[str | None, str | None]
-#: Target -> (the rows' positions in the task, their events in order).
-Groups = dict[Target, tuple[Any, list[OutgoingEvent]]]
+#: Target -> (the rows' positions in the task, their events in order, as columns).
+Groups = dict[Target, tuple[Any, EventColumns]]
 
 _NONE: dict[str, str] = {}
 
@@ -72,10 +71,8 @@ def groups(batch: Any, columns: tuple[str, str | None, str | None, bool], first_
     return dict(sorted(out.items(), key=lambda item: int(item[1][0][0])))  # groups in the order of their first row
 
 
-def _events(bodies: list[bytes], props: Any) -> list[OutgoingEvent]:
-    if isinstance(props, dict):
-        return list(map(OutgoingEvent, bodies, repeat(props, len(bodies))))
-    return list(map(OutgoingEvent, bodies, props))
+def _events(bodies: list[bytes], props: Any) -> EventColumns:
+    return EventColumns(bodies, props)
 
 
 def properties_of(column: Any) -> dict[str, str] | list[dict[str, str]]:

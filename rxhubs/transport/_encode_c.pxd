@@ -24,12 +24,19 @@ cdef _frames(list out, list pieces, Py_ssize_t size, unsigned int channel, unsig
              unsigned long long delivery_id, unsigned long long tag, unsigned long long fmt, Py_ssize_t max_frame)
 
 
-@cython.locals(prefix=bytes, base=Py_ssize_t, out=list, ends=list, n=Py_ssize_t, i=Py_ssize_t, last_section=bytes,
-               mask="unsigned long long", pieces=list, size=Py_ssize_t, first=Py_ssize_t,
-               length=Py_ssize_t, grown=Py_ssize_t, number=Py_ssize_t)
 cpdef tuple batch_frames(list events, Py_ssize_t start, object key, Py_ssize_t max_message, Py_ssize_t max_frame,
                          unsigned int channel, unsigned long long handle, unsigned long long delivery_id,
                          unsigned long long tag, Py_ssize_t max_deliveries)
+cpdef tuple batch_frames_columns(list bodies, object properties, Py_ssize_t start, object key,
+                                 Py_ssize_t max_message, Py_ssize_t max_frame, unsigned int channel,
+                                 unsigned long long handle, unsigned long long delivery_id, unsigned long long tag,
+                                 Py_ssize_t max_deliveries)
+@cython.locals(prefix=bytes, base=Py_ssize_t, out=list, ends=list, n=Py_ssize_t, i=Py_ssize_t, last_section=bytes,
+               mask="unsigned long long", pieces=list, size=Py_ssize_t, first=Py_ssize_t, per_event=bint,
+               length=Py_ssize_t, grown=Py_ssize_t, number=Py_ssize_t)
+cdef tuple _batch(list items, object properties, bint columns, Py_ssize_t start, object key, Py_ssize_t max_message,
+                  Py_ssize_t max_frame, unsigned int channel, unsigned long long handle,
+                  unsigned long long delivery_id, unsigned long long tag, Py_ssize_t max_deliveries)
 
 
 # The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module

@@ -167,6 +167,7 @@ class EventHub(_Sends):
         self._ids_lock = asyncio.Lock()
         self._receivers: set[AzurePartitionReceiver] = set()
         self._orphans = Orphans()  # management calls whose caller gave up, closing their connections
+        self._management_link = None  # (the Spark driver keeps one open: _management_link.py)
         self._warm = WarmSessions(self._clients, settings.liveness.open_timeout)  # opened ahead of a handover
         self._closed = False
 
@@ -254,6 +255,8 @@ class EventHub(_Sends):
         self._closed = True
         await asyncio.gather(*(r.close() for r in list(self._receivers)), self._warm.close(), return_exceptions=True)
         await self._orphans.close(timeout=5.0)
+        if self._management_link is not None:
+            await self._management_link.close()
         producers = [*self._retired, *([self._producer] if self._producer is not None else [])]
         self._producer, self._retired = None, []
         await self._senders.close(producers)  # the native links, then the SDK's producer clients

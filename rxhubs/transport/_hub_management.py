@@ -20,6 +20,7 @@ from rxhubs._models import EventHubProperties, PartitionProperties
 from rxhubs.errors import ConfigurationError, NotFoundError, TransportError
 from rxhubs.transport._errors import translate_error
 from rxhubs.transport._liveness import bounded
+from rxhubs.transport._management_link import ManagementLink, eventhub_properties, partition_properties
 
 if TYPE_CHECKING:
     from rxhubs.transport._clients import SdkClients
@@ -49,6 +50,9 @@ class _ManagementCalls:
     _partition_ids: tuple[str, ...] | None
     _ids_lock: asyncio.Lock
     _orphans: Orphans
+    #: A management link kept open across calls (the Spark driver sets one: ``_management_link.py``); None: each
+    #: call is the SDK's own, on a connection of its own.
+    _management_link: ManagementLink | None
 
     def _producer_client(self) -> EventHubProducerClient:
         if self._closed:
@@ -80,6 +84,16 @@ class _ManagementCalls:
                 await asyncio.sleep(min(delay, self._backoff_max))
                 attempt += 1
 
+    async def _eventhub_properties(self, client: EventHubProducerClient) -> dict[str, Any]:
+        link = self._management_link
+        raw = await eventhub_properties(link, client) if link is not None else None
+        return raw if raw is not None else await client.get_eventhub_properties()
+
+    async def _partition_properties(self, client: EventHubProducerClient, partition_id: str) -> dict[str, Any]:
+        link = self._management_link
+        raw = await partition_properties(link, client, partition_id) if link is not None else None
+        return raw if raw is not None else await client.get_partition_properties(partition_id)
+
     async def get_properties(self) -> EventHubProperties:
         """The hub's name, creation time and partition ids.
 
@@ -95,7 +109,7 @@ class _ManagementCalls:
         """
         what = f"get properties of event hub {self._eventhub_name!r}"
         raw = await self._retrying(
-            what, lambda c: self._orphans.run(c.get_eventhub_properties()), self._liveness.management_timeout
+            what, lambda c: self._orphans.run(self._eventhub_properties(c)), self._liveness.management_timeout
         )
         if not raw:
             raise NotFoundError(f"event hub {self._eventhub_name!r} returned no properties")
@@ -147,7 +161,7 @@ class _ManagementCalls:
         await self._check_partition(partition_id)
         raw = await self._retrying(
             f"get properties of partition {partition_id!r} of {self._eventhub_name!r}",
-            lambda c: self._orphans.run(c.get_partition_properties(partition_id)),
+            lambda c: self._orphans.run(self._partition_properties(c, partition_id)),
             self._liveness.management_timeout,
         )
         if not raw:

@@ -12,7 +12,7 @@ from typing import Any
 
 from rxhubs.transport._hub_management import _ManagementCalls
 from rxhubs.transport._native_send import Senders
-from rxhubs.transport._publisher import OutgoingEvent, check_routing, outgoing_events
+from rxhubs.transport._publisher import EventColumns, OutgoingEvent, check_routing, outgoing_events
 
 __all__: list[str] = []
 
@@ -63,6 +63,9 @@ class _Sends(_ManagementCalls):
     ) -> None:
         """Send events, each with its own properties, in order (what :func:`rxhubs.operators.publish` calls).
 
+        ``events`` may be an :class:`~rxhubs.transport._publisher.EventColumns` (bodies and properties as columns:
+        the native send path encodes them without an object per event).
+
         Events go in as few batches as fit the hub's maximum message size, to ``partition_id``, or with
         ``partition_key``, or (neither) where the service puts them; retriable failures are retried with the
         hub's retry settings, resending only what was not acknowledged. Raises ``ConfigurationError`` (bad
@@ -76,9 +79,12 @@ class _Sends(_ManagementCalls):
         check_routing(partition_id, partition_key)
         if partition_id is not None:
             await self._check_partition(partition_id)
-        await self._send(list(events), partition_id, partition_key)
+        await self._send(events.copy() if isinstance(events, EventColumns) else list(events), partition_id,
+                         partition_key)
 
-    async def _send(self, pending: list[OutgoingEvent], partition_id: str | None, partition_key: str | None) -> None:
+    async def _send(
+        self, pending: list[OutgoingEvent] | EventColumns, partition_id: str | None, partition_key: str | None
+    ) -> None:
         where = f"partition {partition_id!r}" if partition_id is not None else f"{self._eventhub_name!r}"
         if pending:  # acknowledged batches leave `pending`: a retry resends only the rest
             await self._retrying(

@@ -35,15 +35,18 @@ from rxhubs.transport._errors import first_line
 from rxhubs.transport._frame_errors import Unsupported
 from rxhubs.transport._frames import extensions_disabled
 from rxhubs.transport._producer import OversizedEventError, send_batches
-from rxhubs.transport._publisher import OutgoingEvent
+from rxhubs.transport._publisher import EventColumns, OutgoingEvent
 
-__all__ = ["MAX_IN_FLIGHT", "NativeSender", "Senders"]
+__all__ = ["MAX_IN_FLIGHT", "NativeSender", "Pending", "Senders"]
 
 _log = logging.getLogger("rxhubs.transport")
 
 #: Most deliveries (batch messages, each up to the link's maximum message size) one send has written and not
 #: yet seen settled.
 MAX_IN_FLIGHT = 16
+
+#: What a send takes: events, or events as columns (a bulk send); the acknowledged prefix leaves it.
+Pending = list[OutgoingEvent] | EventColumns
 
 _PRODUCER_PARTS = ("_open", "_handler", "_handle_exception", "close", "_create_handler", "_timeout", "running")
 _HANDLER_PARTS = ("_link", "_connection", "do_work_async", "_on_send_complete_async")
@@ -70,12 +73,16 @@ class NativeSender:
     ``producer``: an azure-eventhub aio ``EventHubProducer`` (``client._create_producer(...)``), opened here.
     """
 
-    def __init__(self, producer: Any, batch_frames: Callable[..., tuple[bytes, list[int]]]) -> None:
+    def __init__(
+        self, producer: Any, batch_frames: Callable[..., tuple[bytes, list[int]]],
+        batch_frames_columns: Callable[..., tuple[bytes, list[int]]] | None = None,
+    ) -> None:
         missing = _missing(producer, _PRODUCER_PARTS, "producer")
         if missing:
             raise NotImplementedError(f"azure-eventhub has no {', '.join(missing)}")
         self._producer = producer
         self._batch_frames = batch_frames
+        self._batch_frames_columns = batch_frames_columns
         self._write_lock = asyncio.Lock()
         self._outstanding: set[asyncio.Future[None]] = set()
         self._pump: asyncio.Task[None] | None = None
@@ -105,7 +112,7 @@ class NativeSender:
             self._checked = handler
         return handler, handler._link, handler._link._session, handler._connection
 
-    async def send(self, pending: list[OutgoingEvent], partition_key: str | None) -> None:
+    async def send(self, pending: Pending, partition_key: str | None) -> None:
         """Send ``pending`` in order; acknowledged events leave it from the front as their deliveries settle.
 
         Raises:
@@ -126,7 +133,7 @@ class NativeSender:
                 error = mapped
             raise error from exc
 
-    async def _send(self, pending: list[OutgoingEvent], partition_key: str | None) -> None:
+    async def _send(self, pending: Pending, partition_key: str | None) -> None:
         deliveries: list[tuple[asyncio.Future[None], Any, int]] = []  # (settled, the SDK's delivery record, end)
         start = 0
         try:
@@ -172,7 +179,7 @@ class NativeSender:
         return bool(record.state == states.Ok)
 
     async def _write(
-        self, pending: list[OutgoingEvent], start: int, key: str | None, most: int
+        self, pending: Pending, start: int, key: str | None, most: int
     ) -> list[tuple[asyncio.Future[None], Any, int]]:
         """Encode and write up to ``most`` deliveries from ``pending[start:]`` within the credit; [] when none."""
         async with self._write_lock:
@@ -182,10 +189,14 @@ class NativeSender:
                 return []
             max_message = self._producer._max_message_size_on_link or 1024 * 1024
             first_id = session.next_outgoing_id
-            data, ends = self._batch_frames(
-                pending, start, key, max_message, connection._remote_max_frame_size, session.channel, link.handle,
-                first_id, link.delivery_count + 1, room,
-            )
+            where = (start, key, max_message, connection._remote_max_frame_size, session.channel, link.handle, first_id,
+                     link.delivery_count + 1, room)
+            if isinstance(pending, EventColumns):  # a bulk send: straight from the columns
+                if self._batch_frames_columns is None:
+                    raise Unsupported("an encoder without batch_frames_columns")
+                data, ends = self._batch_frames_columns(pending.bodies, pending.properties, *where)
+            else:
+                data, ends = self._batch_frames(pending, *where)
             if not ends:
                 event = pending[start]
                 raise OversizedEventError(
@@ -304,7 +315,8 @@ class Senders:
                 self._fall_back("an azure-eventhub version or transport the native path was not checked against")
                 return None
             try:
-                sender = NativeSender(client._create_producer(partition_id=partition_id), encoder.batch_frames)
+                sender = NativeSender(client._create_producer(partition_id=partition_id), encoder.batch_frames,
+                                      getattr(encoder, "batch_frames_columns", None))
             except NotImplementedError as exc:
                 self._fall_back(str(exc))
                 return None
@@ -319,7 +331,7 @@ class Senders:
             _paths.record("send", "send_batch", self._off, chosen=False)  # (tests/support/native.py fails on it)
         log_send_path(reason)
 
-    async def send(self, client: Any, pending: list[OutgoingEvent], partition_id: str | None,
+    async def send(self, client: Any, pending: Pending, partition_id: str | None,
                    partition_key: str | None) -> None:
         sender = self._sender(client, partition_id)
         if sender is not None:

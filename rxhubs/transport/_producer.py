@@ -11,7 +11,7 @@ from azure.eventhub.aio import EventHubProducerClient
 
 from rxhubs.errors import ConfigurationError
 from rxhubs.transport._errors import translate_error
-from rxhubs.transport._publisher import OutgoingEvent, check_routing
+from rxhubs.transport._publisher import EventColumns, OutgoingEvent, check_routing
 
 __all__ = ["OversizedEventError", "ProducerPublisher", "send_batches"]
 
@@ -31,7 +31,7 @@ class OversizedEventError(ConfigurationError):
 
 async def send_batches(
     client: EventHubProducerClient,
-    pending: list[OutgoingEvent],
+    pending: list[OutgoingEvent] | EventColumns,
     partition_id: str | None,
     partition_key: str | None,
 ) -> None:

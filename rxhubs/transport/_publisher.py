@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 from rxhubs.errors import ConfigurationError
 
-__all__ = ["OutgoingEvent", "Publisher", "check_routing", "outgoing_events"]
+__all__ = ["EventColumns", "OutgoingEvent", "Publisher", "check_routing", "outgoing_events"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,60 @@ class OutgoingEvent:
 
     body: bytes
     properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+class EventColumns(Sequence[OutgoingEvent]):
+    """Events as columns, for a bulk send: their bodies, and one properties mapping for all or one per event.
+
+    A sequence of :class:`OutgoingEvent` (made on access, for the SDK's send path and for errors), which the native
+    send path encodes straight from the columns: no object per event. ``EventHub.publish`` takes it as it takes a
+    list (the Spark writer's tasks send their rows so); the acknowledged prefix leaves it, as it leaves a list
+    (``del events[:n]``).
+
+    Example:
+        >>> events = EventColumns([b"a", b"b", b"c"], {"unit": "C"})
+        >>> len(events), events[1]
+        (3, OutgoingEvent(body=b'b', properties={'unit': 'C'}))
+        >>> del events[:2]
+        >>> [e.body for e in events]
+        [b'c']
+    """
+
+    __slots__ = ("bodies", "properties")
+
+    def __init__(self, bodies: list[bytes], properties: Mapping[str, Any] | list[Mapping[str, Any]] | None = None):
+        if isinstance(properties, list) and len(properties) != len(bodies):
+            raise ConfigurationError(f"{len(bodies)} bodies but {len(properties)} properties mappings")
+        self.bodies = bodies
+        self.properties: Mapping[str, Any] | list[Mapping[str, Any]] = {} if properties is None else properties
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @overload
+    def __getitem__(self, index: int) -> OutgoingEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> EventColumns: ...
+
+    def __getitem__(self, index: int | slice) -> OutgoingEvent | EventColumns:
+        props = self.properties
+        if isinstance(index, slice):
+            return EventColumns(self.bodies[index], props[index] if isinstance(props, list) else props)
+        return OutgoingEvent(self.bodies[index], props[index] if isinstance(props, list) else props)
+
+    def __delitem__(self, index: slice) -> None:
+        del self.bodies[index]
+        if isinstance(self.properties, list):
+            del self.properties[index]
+
+    def copy(self) -> EventColumns:
+        """A new container over copies of the columns (the maps themselves are shared)."""
+        props = self.properties
+        return EventColumns(list(self.bodies), list(props) if isinstance(props, list) else props)
+
+    def __repr__(self) -> str:
+        return f"EventColumns({len(self.bodies)} events)"
 
 
 @runtime_checkable

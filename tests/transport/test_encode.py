@@ -172,6 +172,25 @@ def test_a_run_starts_where_asked_and_stops_at_the_delivery_count(
     assert full.startswith(data)
 
 
+@settings(max_examples=80, deadline=None)
+@given(events=_events, shared=st.one_of(st.none(), _properties), start=st.integers(0, 5), most=st.integers(1, 4),
+       key=st.one_of(st.none(), st.text(max_size=8)), max_message=st.integers(600, 3000))
+def test_columns_give_the_bytes_of_the_same_events(
+    encoder: ModuleType, events: list[Any], shared: dict[str, Any] | None, start: int, most: int, key: str | None,
+    max_message: int,
+) -> None:
+    # a bulk send: bodies and one mapping for all (``shared``), or one mapping per event, against the events' path
+    start = min(start, len(events))
+    bodies = [e.body for e in events]
+    if shared is not None:
+        events = [_event(b, shared) for b in bodies]
+        properties: Any = shared
+    else:
+        properties = [e.properties for e in events]
+    args = (start, key or None, max_message, 2048, 3, 5, 7, 9, most)
+    assert encoder.batch_frames_columns(bodies, properties, *args) == encoder.batch_frames(events, *args)
+
+
 def test_integers_beyond_32_bits_go_as_longs(encoder: ModuleType) -> None:
     data, _ = encoder.batch_frames(
         [_event(b"x", {"big": 2**40, "low": -(2**63), "int": 7})], 0, None, 4096, 4096, 0, 0, 0, 0, 1

@@ -20,7 +20,7 @@ import rxhubs
 from rxhubs.errors import ConfigurationError
 from rxhubs.transport._native_send import NativeSender
 from rxhubs.transport._producer import OversizedEventError
-from rxhubs.transport._publisher import OutgoingEvent
+from rxhubs.transport._publisher import EventColumns, OutgoingEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -162,3 +162,32 @@ async def test_a_property_the_encoder_does_not_take_sends_that_call_through_the_
         assert sender.deliveries == written + 1
         got = await _read(hub, "0", 6)
         assert [e.body for e in got][3] == b"odd" and len(got) == 6
+
+
+async def test_events_as_columns_are_sent_natively_like_the_same_events(emulator_factory: Any) -> None:
+    import uuid
+
+    emulator = emulator_factory(hubs={"h": 1})
+    async with rxhubs.EventHub.from_connection_string(emulator.connection_string("h")) as hub:
+        shared = EventColumns([f"s{i}".encode() * 50 for i in range(2000)], {"tag": "s", "n": 1})
+        each = _events(700, "e")
+        per_event = EventColumns([e.body for e in each], [e.properties for e in each])
+        await hub.publish(shared, partition_id="0")
+        await hub.publish(per_event, partition_id="0")
+        sender = _natives(hub)["0"]
+        assert sender.deliveries >= 2 and len(shared) == 2000  # sent natively; the caller's columns untouched
+        got = await _read(hub, "0", 2700)
+        assert [(e.body, e.properties) for e in got[:2000]] == [(b, {"tag": "s", "n": 1}) for b in shared.bodies]
+        assert [(e.body, e.properties) for e in got[2000:]] == [(e.body, dict(e.properties)) for e in each]
+
+        big = b"x" * (1024 * 1024 + 10)
+        pending = EventColumns([b"a", b"b", big, b"c"], {"tag": "big"})
+        with pytest.raises(OversizedEventError) as caught:
+            await hub._senders.send(hub._producer_client(), pending, "0", None)
+        assert caught.value.event.body is big and pending.bodies[0] is big  # what was acknowledged left it
+        written = sender.deliveries
+        odd = EventColumns([b"odd", b"ball"], [{"id": uuid.UUID(int=7)}, {}])  # a UUID: send_batch sends it
+        await hub.publish(odd, partition_id="0")
+        assert sender.deliveries == written
+        got = await _read(hub, "0", 2704)
+        assert [e.body for e in got[2700:]] == [b"a", b"b", b"odd", b"ball"]
