@@ -26,7 +26,9 @@ from hypothesis import settings
 settings.register_profile("rxhubs", deadline=None)
 settings.load_profile("rxhubs")
 
-pytest_plugins = ["rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres"]
+pytest_plugins = [
+    "rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres", "tests.support.cpu_report"
+]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -43,11 +45,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = sorted(keep, key=_weight)
 
 
-def _weight(item: pytest.Item) -> int:
+#: Tests that use the run's one package build (tests/support/package.py): last in their lane, so that
+#: tests/test_build.py, started first, has built it by then (the lane's other tests need no build).
+_AFTER_THE_BUILD = ("tests/spark/test_discovery.py",)
+
+
+def _weight(item: pytest.Item) -> tuple[int, bool]:
     """Heaviest first: Spark (a JVM each), then the other slow tests, then the rest (a stable sort)."""
+    after_the_build = item.nodeid.startswith(_AFTER_THE_BUILD)
     if item.get_closest_marker("spark") is not None:
-        return 0
-    return 1 if item.get_closest_marker("slow") is not None else 2
+        return 0, after_the_build
+    return (1 if item.get_closest_marker("slow") is not None else 2), after_the_build
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -80,48 +88,89 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Scheduling(config, log)
 
 
-#: Seconds the longest tests took at ``-n 4`` on the 2-core machine (2026-11-26), by node id, by node id
-#: without its parameters, or by module (each of its tests): only to start the longest work units first.
-#: Any other test counts :data:`_OTHER_SECONDS`.
+#: Seconds the longest tests took in a whole ``make test`` (``-n 6`` on the 2-core machine, 2026-11-29, main at
+#: 103189a: the 50 slowest, setup and call), by node id, by node id without its parameters, or by module (each of
+#: its tests): only to start the longest work units first. Less what later changes took out: the discovery test's
+#: own package build (354 s; tests/test_build.py's set-up makes the one build), the second sdist install of
+#: tests/test_build.py (120 s), a quarter of the Delta exit test (its children are forked). The other entries,
+#: under 21 s there, count 20 at most. Any other test counts :data:`_OTHER_SECONDS`.
 _SECONDS: dict[str, float] = {
-    "tests/spark/test_discovery.py": 80,
-    "tests/chaos/test_chaos_run.py": 70,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark-source]": 67,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[silent]": 43,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark]": 40,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[handover]": 35,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures": 14,
-    "tests/test_build.py::test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example": 58,
-    "tests/test_examples.py::test_example_runs[spark_streaming_source]": 39,
-    "tests/test_examples.py::test_example_runs[spark_parquet]": 33,
-    "tests/test_examples.py::test_example_runs": 8,
-    "tests/spark/test_source.py": 10,
-    "tests/spark/test_dataframe.py": 3,
-    "tests/faults/test_exactly_once_kill.py": 34,
-    "tests/faults/test_state_kill.py": 27,
-    "tests/faults/test_store_silent.py::"
-    "test_a_silent_store_path_changes_no_ownership_before_the_expiry_and_gives_it_up_after": 24,
-    "tests/emulator/test_official_samples.py": 4,
-    "tests/cli/test_demo.py::test_demo_runs_end_to_end_and_loses_nothing": 16,
-    # measured 2026-11-29 at -n 2 under load 20-32 (other helpers' runs), divided by 3 to compare with the above
-    "tests/tables/test_delta_read.py::test_no_process_that_reads_a_table_aborts_at_its_exit": 150,
-    "tests/bench/test_scale_real.py::test_real_processes_join_and_leave_without_loss_or_double_owners": 53,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[throughput]": 100,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[rebalance]": 43,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[workers]": 35,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[state]": 33,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[publish]": 28,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[soak]": 21,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[exactly-once]": 19,
-    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[trickle]": 18,
-    "tests/bench/test_bench_cli.py::test_rebalance_scenario_reports_convergence_against_the_official_rules_and_draws_the_plots":
-        27,
-    "tests/bench/test_bench_cli.py::test_stores_scenario_reports_both_workloads": 21,
-    "tests/cli/test_cli_resources.py": 12,
-    "tests/workers/test_run_workers.py::test_a_killed_worker_is_restarted_and_nothing_is_lost": 12,
-    # 2026-11-29, quiet (-n 2): the SDK's own live tests over TLS (mostly waiting on the SDK's retries)
+    "tests/test_build.py::test_the_build_has_no_deprecation_warning": 354,
     "tests/emulator/test_official_live_tests.py::test_the_official_live_tests_that_need_tls_pass_unmodified_against_the_emulator":
-        255,
+        284,
+    "tests/test_build.py::test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example": 249,
+    "tests/spark/test_discovery.py::test_a_fresh_session_reads_by_format_name_from_the_installed_wheel": 219,
+    "tests/spark/test_capture_read.py::test_capture_path_reads_every_event_once_in_a_batch_read_and_a_stream": 192,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark]": 171,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark-source]": 154,
+    "tests/spark/test_connect.py::test_a_remote_session_reads_and_writes_through_a_local_connect_server": 145,
+    "tests/tables/test_delta_read.py::test_no_process_that_reads_a_table_aborts_at_its_exit": 128,
+    "tests/test_examples.py::test_example_runs[spark_backfill]": 117,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[spark-write]": 111,
+    "tests/spark/test_worker_start.py::test_a_users_own_session_given_worker_python_starts_a_streaming_query_under_the_same_load":
+        106,
+    "tests/spark/test_cluster.py::test_executors_of_a_standalone_cluster_write_and_batch_read": 105,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[throughput]": 103,
+    "tests/spark/test_write_eventhubs.py::test_a_stream_from_hub_a_to_hub_b_killed_9_and_restarted_from_its_checkpoint_loses_nothing":
+        96,
+    "tests/chaos/test_chaos_run.py::test_a_short_chaos_run_injects_its_faults_and_passes": 87,
+    "tests/test_examples.py::test_example_runs[spark_capture]": 80,
+    "tests/test_examples.py::test_example_runs[spark_write]": 75,
+    "tests/operate/test_keda.py::test_kedas_lag_equals_the_real_backlog[3]": 70,
+    "tests/faults/test_exactly_once_kill.py::test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie[delta]":
+        70,
+    "tests/test_examples.py::test_example_runs[spark_streaming_source]": 58,
+    "tests/test_examples.py::test_example_runs[spark_parquet]": 58,
+    "tests/bench/test_scale_real.py::test_real_processes_join_and_leave_without_loss_or_double_owners": 53,
+    "tests/faults/test_exactly_once_kill.py::test_exactly_once_sinks_hold_every_event_once_under_kills_handovers_and_a_zombie[sqlite]":
+        51,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[handover]": 48,
+    "tests/spark/test_source.py::test_kill_9_between_offsets_and_commit_replays_the_same_ranges": 46,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[silent]": 46,
+    "tests/sources/test_backfill_processes.py::test_kill_and_handovers_during_the_backfill_lose_nothing_and_the_delta_table_holds_each_event_once":
+        45,
+    "tests/spark/test_source.py::test_reads_everything_sent_then_resumes_without_loss_or_duplicates": 39,
+    "tests/operate/test_lag_http.py::test_rxhubs_consume_serves_its_lag_and_run_workers_too[2]": 37,
+    "tests/operate/test_lag_http.py::test_rxhubs_consume_serves_its_lag_and_run_workers_too[1]": 35,
+    "tests/tables/test_delta_faults.py::test_faults_at_every_step_of_a_commit_and_redelivery_keep_the_table_exact": 35,
+    "tests/spark/test_write_eventhubs.py::test_a_dataframe_round_trips_through_the_hub_row_for_row": 34,
+    "tests/emulator/test_official_live_tests.py::test_the_official_samples_that_need_tls_run_unmodified_against_the_emulator":
+        33,
+    "tests/spark/test_entra_id.py::test_spark_writes_and_reads_with_entra_id_tokens_built_on_the_executors": 32,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[state]": 31,
+    "tests/faults/test_state_kill.py::test_windowed_counts_survive_kills_and_handovers_exactly": 29,
+    "tests/balancing/test_planner_properties.py::test_the_1024_partition_steps_converge_within_two_intervals_each": 27,
+    "tests/cli/test_cli_resources.py::test_consume_then_checkpoints_on_blob_leave_nothing_open": 25,
+    "tests/tables/test_delta_cli.py::test_the_demo_runs_with_the_delta_sink_and_writes_no_duplicate": 25,
+    "tests/faults/test_store_silent.py::test_a_silent_store_path_changes_no_ownership_before_the_expiry_and_gives_it_up_after":
+        24,
+    "tests/bench/test_bench_cli.py::test_rebalance_scenario_reports_convergence_against_the_official_rules_and_draws_the_plots":
+        24,
+    "tests/emulator/test_retention.py::test_a_reader_left_behind_by_the_retention_goes_on_at_the_first_retained_event":
+        24,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[workers]": 24,
+    "tests/spark/test_worker_start.py::test_a_streaming_query_starts_while_its_runner_gets_one_percent_of_a_cpu": 23,
+    "tests/sources/test_shaped_batches_emulator.py::test_ten_events_a_second_make_batches_of_about_fifty_with_one_checkpoint_write_each[min_batch_size=100]":
+        23,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[trickle]": 21,
+    "tests/faults/test_state_kill.py::test_control_without_committed_state_gets_wrong_counts_under_the_same_faults": 21,
+    "tests/cli/test_demo.py::test_demo_runs_end_to_end_and_loses_nothing": 21,
+    "tests/spark/test_discovery.py": 20,
+    "tests/chaos/test_chaos_run.py": 20,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures": 20,
+    "tests/test_examples.py::test_example_runs": 16,
+    "tests/spark/test_source.py": 20,
+    "tests/spark/test_dataframe.py": 6,
+    "tests/faults/test_exactly_once_kill.py": 20,
+    "tests/faults/test_state_kill.py": 20,
+    "tests/emulator/test_official_samples.py": 8,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[rebalance]": 20,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[publish]": 20,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[soak]": 20,
+    "tests/bench/test_bench_smoke.py::test_scenario_runs_in_its_smoke_form_and_prints_figures[exactly-once]": 20,
+    "tests/bench/test_bench_cli.py::test_stores_scenario_reports_both_workloads": 20,
+    "tests/cli/test_cli_resources.py": 20,
+    "tests/workers/test_run_workers.py::test_a_killed_worker_is_restarted_and_nothing_is_lost": 20,
     "tests/emulator/test_official_live_tests.py": 20,
 }
 _OTHER_SECONDS = 0.5
@@ -144,13 +193,21 @@ def _shares_a_fixture(path: Path) -> bool:
     return path.suffix == ".py" and path.is_file() and bool(_SHARED_FIXTURE.search(path.read_text("utf-8")))
 
 
+@functools.cache
+def _needs_spark(path: Path) -> bool:
+    """A module marked ``spark``: its tests use the session's JVM or start one (the others are plain Python)."""
+    return path.suffix == ".py" and path.is_file() and "pytest.mark.spark" in path.read_text("utf-8")
+
+
 def _scope(root: Path, nodeid: str) -> str:
     """The tests that run on one worker, one after the other:
 
-    * the Spark session's users (tests/spark/: one JVM, not one per worker);
+    * the Spark session's users (the modules of tests/spark/ marked ``spark``: one JVM, not one per worker; the
+      plain-Python modules there, Arrow builders and write marbles, are units of their own like any test);
     * the tests that start Spark drivers of their own, in two lanes (by their ids: the bench's Spark scenarios;
-      the Spark examples and the fresh-driver discovery test), so that no more than three JVMs start at once
-      (on two cores, more and Spark's Python workers miss their connect-back timeout);
+      the Spark examples and the fresh-driver discovery test, last: it waits for the package build), so that
+      no more than three JVMs start at once (on two cores, more and Spark's Python workers miss their
+      connect-back timeout);
     * the tests of a module with a module-scoped fixture (set up once, as the module expects).
 
     Any other test is a unit of its own.
@@ -160,6 +217,6 @@ def _scope(root: Path, nodeid: str) -> str:
         return "Spark drivers: bench"
     if "[spark" in nodeid or module == "tests/spark/test_discovery.py":
         return "Spark drivers: examples, discovery"
-    if module.startswith("tests/spark/"):
+    if module.startswith("tests/spark/") and _needs_spark(root / module):
         return "tests/spark/"
     return module if _shares_a_fixture(root / module) else nodeid

@@ -11,6 +11,10 @@ runtime metrics, 16 KB.
 * baseline: pyamqp's own work per frame, ``decode_frame`` then ``decode_payload`` (what its receive loop calls
   for every transfer; its socket reads, tasks and bookkeeping are not counted here).
 
+With the compiled reader, a second figure per shape (``events_us_per_event_*``): frames to the receive path's
+events, ``parse_events`` (events made in the reader) against ``parse_frames`` followed by the compiled wrapping
+of each ``Message`` (the native path before the events were made in the reader).
+
 Microseconds of CPU per event, best of several rounds; lower is better. The reader used is the one receivers use
 (:func:`rxhubs.transport._frames.compiled_reader`), or the Python build when there is none (said in the figure).
 """
@@ -80,4 +84,32 @@ def run(args: Any = None) -> list[dict[str, Any]]:
             "pyamqp decode_frame + decode_payload", ">= 3.0x", higher_is_better=False,
             reader="compiled" if compiled else "python (no compiled reader)", load_average=os.getloadavg()[0],
         ))
+        if compiled and hasattr(reader, "parse_events"):
+            figures.append(_events_figure(reader, name, chunk, repeat, rounds))
     return figures
+
+
+def _events_figure(reader: Any, name: str, chunk: bytes, repeat: int, rounds: int) -> dict[str, Any]:
+    """Frames to the receive path's events: ``parse_events`` against ``parse_frames`` + wrapping each ``Message``.
+
+    The baseline is the native path before the events were made in the reader (2026-11-29, cut (b)).
+    """
+    from rxhubs.transport._frames import event_wrapper
+
+    wrap = event_wrapper()
+    assert reader.parse_events(chunk, 1, 0)[0] == wrap(reader.parse_frames(chunk, 1, 0)[0])
+
+    def made(chunk: bytes = chunk) -> None:
+        for _ in range(repeat):
+            reader.parse_events(chunk, 1, 0)
+
+    def wrapped(chunk: bytes = chunk) -> None:
+        for _ in range(repeat):
+            wrap(reader.parse_frames(chunk, 1, 0)[0])
+
+    events = repeat * CHUNK
+    return figure(
+        "decode", f"events_us_per_event_{name}", "us/event", round(_best(made, rounds) / events * 1e6, 2),
+        round(_best(wrapped, rounds) / events * 1e6, 2), "parse_frames + received_messages (Message tuples wrapped)",
+        ">= 1.0x", higher_is_better=False, reader="compiled", load_average=os.getloadavg()[0],
+    )

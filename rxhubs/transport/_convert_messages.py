@@ -29,7 +29,10 @@ from rxhubs.transport._convert import (
     _str_map,
 )
 
-__all__ = ["ReceivedAnnotations", "ReceivedMessage", "last_enqueued_from_message", "received_messages"]
+__all__ = [
+    "ReceivedAnnotations", "ReceivedMessage", "last_enqueued_from_annotations", "last_enqueued_from_message",
+    "received_messages",
+]
 
 
 
@@ -189,8 +192,17 @@ def _set_wrap(wrap: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], l
 
 def last_enqueued_from_message(message: Any) -> LastEnqueuedEventProperties | None:
     """The partition's last-enqueued properties the service put in a message's delivery annotations, if any."""
-    annotations = message.delivery_annotations
-    if not annotations:
+    return last_enqueued_from_annotations(message.delivery_annotations)
+
+
+def last_enqueued_from_annotations(annotations: Any) -> LastEnqueuedEventProperties | None:
+    """The partition's last-enqueued properties in a message's delivery annotations (a map or None), if any.
+
+    Example:
+        >>> last_enqueued_from_annotations({b"last_enqueued_sequence_number": 9, b"last_enqueued_offset": b"42"})
+        LastEnqueuedEventProperties(sequence_number=9, offset='42', enqueued_time=None, retrieval_time=None)
+    """
+    if not annotations or annotations.__class__ is not dict:
         return None
     sequence_number = annotations.get(b"last_enqueued_sequence_number")
     if sequence_number is None:

@@ -189,6 +189,7 @@ async def receive_direct(
     on_native: Callable[[NativeLink | None], None] | None = None,
     frames: FrameSink | None = None,
     has_room: Callable[[], bool] | None = None,
+    deliver_events: Callable[[list[Any], Any], None] | None = None,
 ) -> None:
     """Read one partition until cancelled or an error, handing each read's AMQP messages to ``deliver``.
 
@@ -204,7 +205,9 @@ async def receive_direct(
     ``on_native(native)``: called once the link is open, with its :class:`NativeLink` (None on the SDK's loop).
     ``frames``: a :class:`FrameSink` that keeps the events itself (``deliver`` is then never called, and the loop
     reads while ``frames.has_room()``). ``has_room()``: whether the receiver takes more now; given, the native path
-    hands each chunk to ``deliver`` as it is read (no buffer here) and reads while it is True.
+    hands each chunk to ``deliver`` as it is read (no buffer here) and reads while it is True; with
+    ``deliver_events`` too, the compiled reader makes the events and each chunk goes to
+    ``deliver_events(events, the last one's delivery annotations)`` (the SDK's messages still go to ``deliver``).
     """
     link = watch if watch is not None else LinkWatch()
     consumer = client._create_consumer(
@@ -258,8 +261,9 @@ async def receive_direct(
             link.handler = handler
             _log.debug("partition %s: link open", partition_id)
             opened(handler)
+            direct = has_room is not None and frames is None  # (chunks handed over in the read)
             native = _native_link(handler, prefetch, buffer, arrived, partition_id, frames,
-                                  deliver if has_room is not None and frames is None else None)
+                                  deliver if direct else None, deliver_events if direct else None)
             if on_native is not None:
                 on_native(native)
             if frames is None:

@@ -67,11 +67,14 @@ class _Forwarding(deque[Any]):
 def _native_link(
     handler: Any, prefetch: int, buffer: deque[Any], arrived: asyncio.Event, partition_id: str,
     frames: FrameSink | None = None, deliver: Callable[[list[Any]], None] | None = None,
+    deliver_events: Callable[[list[Any], Any], None] | None = None,
 ) -> NativeLink | None:
     """The link read natively (:mod:`rxhubs.transport._native`), or None: no compiled reader, or a guard failed.
 
     With ``deliver``, each chunk's messages are handed over at once, in the read (after any message the SDK put
-    in ``buffer`` before them): they become events while young, and no task hop per chunk.
+    in ``buffer`` before them): they become events while young, and no task hop per chunk. With
+    ``deliver_events`` too, the reader makes the events itself (``parse_events``: no ``Message`` tuples) and
+    each chunk goes to ``deliver_events(events, the last one's delivery annotations)``.
     """
     log_receive_path()
     reader = compiled_reader()
@@ -81,21 +84,32 @@ def _native_link(
 
     def push(messages: list[Any]) -> None:
         if deliver is not None:
-            if buffer:  # the SDK's own messages (a frame handed back) came first: keep the order
-                earlier = list(buffer)
-                buffer.clear()
-                deliver(earlier)
+            sdk_first()
             deliver(messages)
             return
         buffer.extend(messages)  # (deque's own extend: one signal per chunk, not one per message)
         arrived.set()
+
+    def sdk_first() -> None:
+        if buffer and deliver is not None:  # the SDK's own messages (a frame handed back) came first: keep the order
+            earlier = list(buffer)
+            buffer.clear()
+            deliver(earlier)
+
+    def push_events(events: list[Any], delivery_annotations: Any) -> None:
+        sdk_first()
+        assert deliver_events is not None
+        deliver_events(events, delivery_annotations)
 
     try:
         if frames is not None:
             native = NativeLink(frames.parse, handler, prefetch, frames.pushed)
         else:
             assert reader is not None
-            native = NativeLink(reader.parse_frames, handler, prefetch, push)
+            if deliver is not None and deliver_events is not None:
+                native = NativeLink(reader.parse_events, handler, prefetch, push_events)
+            else:
+                native = NativeLink(reader.parse_frames, handler, prefetch, push)
     except NotImplementedError as exc:
         _log.info("partition %s: the SDK's receive loop (%s)", partition_id, exc)
         record(partition_id, "sdk-loop", str(exc), chosen=False)

@@ -17,16 +17,24 @@ from typing import Any
 
 from azure.eventhub._pyamqp.message import Header, Message, Properties
 
+from rxhubs._models import Event
+from rxhubs.transport._convert import _ENQUEUED, _OFFSET, _PKEY, _SEQ, _SET_DATA, ReceivedEvent
+from rxhubs.transport._convert_messages import _SET_BODY, _SET_SEQUENCE_NUMBER, ReceivedAnnotations, ReceivedMessage
+from rxhubs.transport._events_py import _NO_POSITION
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
-__all__ = ["FrameError", "Unsupported", "decode_message"]
+__all__ = ["FrameError", "Unsupported", "decode_message", "message_event"]
 
 _float = struct.Struct(">f").unpack_from
 _double = struct.Struct(">d").unpack_from
 _UUID = uuid.UUID
 _MAX_DEPTH = 100  # nesting of lists, maps, arrays and described values
 _new = tuple.__new__  # a NamedTuple made without its Python-level __new__ (same object)
+_new_object = object.__new__
 _COMPOSITES = {35: "received", 36: "accepted", 37: "rejected", 38: "released", 39: "modified"}
+#: Map keys (symbols) every event carries: decoded to these very objects (their hashes cached), not new bytes.
+_KEYS = (_SEQ, _OFFSET, _ENQUEUED, _PKEY, b"x-opt-publisher", b"last_enqueued_sequence_number",
+        b"last_enqueued_offset", b"last_enqueued_time_utc", b"runtime_info_retrieval_time_utc")
 
 
 def _be(view: bytes, pos: int, width: int) -> int:
@@ -47,6 +55,16 @@ def _signed(u: int, bits: int) -> int:
     return -int(mask - u) - 1
 
 
+def _same(view: bytes, pos: int, key: bytes, n: int) -> bool:
+    """``view[pos:pos + n] == key`` (``n == len(key)``), compared byte by byte from the end (no slice when compiled)."""
+    i = n - 1
+    while i >= 0:
+        if view[pos + i] != key[i]:
+            return False
+        i -= 1
+    return True
+
+
 class _Reader:
     """A cursor over one frame body: ``data[pos:end]``, values decoded as pyamqp decodes them."""
 
@@ -56,6 +74,8 @@ class _Reader:
         self.pos = pos
         self.end = end
         self.depth = 0
+        self.delivery_id: Any = None  # the last transfer's (rxhubs.transport._framing_py._transfer)
+        self.more = False
 
     def need(self, n: int) -> int:
         """Start of the next ``n`` bytes (advances past them); raises FrameError if the frame ends first."""
@@ -167,12 +187,23 @@ class _Reader:
         n = self.count(large) // 2
         out = {}
         for _ in range(n):
-            key = self.value()
+            code = self.u8()
+            key = self.known_key() if code == 0xA3 else self.typed(code)
             try:
                 out[key] = self.value()
             except TypeError:  # an unhashable key (a list or a map): pyamqp fails on it too
                 raise Unsupported("a map key that is a list or a map") from None
         return out
+
+    def known_key(self) -> bytes:
+        """A sym8 map key: the cached bytes object when it is one of ``_KEYS`` (no allocation, hash known)."""
+        n = self.u8()
+        p = self.need(n)
+        view = self.view
+        for key in _KEYS:
+            if len(key) == n and _same(view, p, key, n):
+                return key
+        return self.data[p:p + n]
 
     def array(self, large: bool) -> list[Any]:
         n = self.count(large)
@@ -209,15 +240,20 @@ def decode_message(data: bytes, pos: int, end: int) -> Any:
         >>> m.data, m.application_properties, m.properties
         ([b'hi'], {b'k': 1}, None)
     """
-    return _decode(_Reader(data, pos, end), pos, end, True)
+    return _decode(_Reader(data, pos, end), pos, end, True, False)
 
 
-def _decode(r: _Reader, pos: int, end: int, whole: bool) -> Any:
-    """The message of ``r.data[pos:end]``; not ``whole``: a map of delivery annotations is stepped over (None)."""
+def _decode(r: _Reader, pos: int, end: int, whole: bool, events: bool) -> Any:
+    """The message of ``r.data[pos:end]``; not ``whole``: a map of delivery annotations is stepped over (None).
+
+    ``events``: the :class:`~rxhubs.Event` the receive path makes of it instead (:func:`message_event`), built
+    here for a plain message (one data section, an int sequence number, no properties): no ``Message`` tuple,
+    no data list.
+    """
     r.pos = pos
     r.end = end
     r.depth = 0
-    header = delivery = annotations = properties = application = body = sequence = footer = None
+    header = delivery = annotations = properties = application = first = body = sequence = footer = None
     value = None
     while r.pos < end:
         p = r.need(3)
@@ -228,8 +264,10 @@ def _decode(r: _Reader, pos: int, end: int, whole: bool) -> Any:
             section = r.value()
             if type(section) is not bytes:
                 raise Unsupported("a data section that is not binary")
-            if body is None:
-                body = [section]
+            if first is None:
+                first = section
+            elif body is None:
+                body = [first, section]
             else:
                 body.append(section)
         elif descriptor == 0x72:
@@ -263,10 +301,70 @@ def _decode(r: _Reader, pos: int, end: int, whole: bool) -> Any:
             footer = r.value()
         else:
             r.value()  # an unknown section: pyamqp drops it
-    return _new(Message, (header, delivery, annotations, properties, application, body, sequence, value, footer))
+    if events and body is None and first is not None and properties is None and not application:
+        sequence_number = annotations.get(_SEQ) if annotations.__class__ is dict else None
+        if sequence_number.__class__ is int:  # a plain message: the event keeps its annotations only
+            return _made(ReceivedAnnotations, annotations, first, sequence_number)
+    if body is None and first is not None:
+        body = [first]
+    message = _new(Message, (header, delivery, annotations, properties, application, body, sequence, value, footer))
+    return message_event(message) if events else message
+
+
+def message_event(message: Any) -> Any:
+    """The receive path's :class:`~rxhubs.Event` of a pyamqp ``Message``: lazy but for body and sequence number.
+
+    As :func:`rxhubs.transport._events_py.received_messages` wraps each message (the two are held to the same
+    events by tests/transport/test_frames_events.py): a plain message (one data section, an int sequence number,
+    neither properties nor application properties) becomes a
+    :class:`~rxhubs.transport._convert_messages.ReceivedAnnotations` over its annotations, any other a
+    :class:`~rxhubs.transport._convert_messages.ReceivedMessage` over the message. A message without a sequence
+    number raises the retriable :class:`FrameError`. The compiled build takes the event out of the garbage
+    collector's care (``_events_py`` says why). Example:
+
+        >>> from azure.eventhub._pyamqp.message import Message
+        >>> e = message_event(Message(data=[b"hi"], message_annotations={b"x-opt-sequence-number": 7}))
+        >>> type(e).__name__, e.body, e.sequence_number
+        ('ReceivedAnnotations', b'hi', 7)
+    """
+    data = message.data
+    one = data.__class__ is list and len(data) == 1
+    annotations = message.message_annotations
+    sequence_number = annotations.get(_SEQ) if annotations.__class__ is dict else None
+    if one and sequence_number.__class__ is int and message.properties is None and not message.application_properties:
+        return _made(ReceivedAnnotations, annotations, data[0], sequence_number)
+    if sequence_number is None:  # no position: it could only be checkpointed wrong (or fail later)
+        raise FrameError(_NO_POSITION)
+    return _made(ReceivedMessage, message, data[0] if one else None,
+                 sequence_number if sequence_number.__class__ is int else None)
+
+
+def _made(kind: type, data: Any, body: Any, sequence_number: Any) -> Any:
+    """A new ``kind`` event over ``data``; ``body`` and ``sequence_number`` set unless None (decoded on first read)."""
+    if _DIRECT:  # the compiled build with the slots' offsets: one allocation, three pointer stores, untracked
+        return rxhubs_event(kind, _AT_DATA, data, _AT_BODY, body, _AT_SEQUENCE, sequence_number)  # type: ignore[name-defined]  # noqa: F821
+    event: Any = _new_object(kind)
+    _SET_DATA(event, data)
+    if body is not None:
+        _SET_BODY(event, body)
+    if sequence_number is not None:
+        _SET_SEQUENCE_NUMBER(event, sequence_number)
+    if _COMPILED:
+        rxhubs_untrack(event)  # type: ignore[name-defined]  # noqa: F821  (a C function of the .pxd)
+    return event
 
 
 try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py
     SOURCE_SHA256: str = RXHUBS_SOURCE_SHA256.decode("ascii")  # type: ignore[name-defined]
+    _COMPILED = True
 except NameError:  # the pure-Python build has none
     SOURCE_SHA256 = ""
+    _COMPILED = False
+# Where an event's three slots are (the member descriptors' offsets), for the compiled build's direct stores;
+# -1 (a descriptor of another kind): the descriptors' own __set__ instead.
+_AT_DATA = _AT_BODY = _AT_SEQUENCE = -1
+if _COMPILED:
+    _AT_DATA = rxhubs_slot(ReceivedEvent.__dict__["_data"])  # type: ignore[name-defined]  # noqa: F821
+    _AT_BODY = rxhubs_slot(Event.__dict__["body"])  # type: ignore[name-defined]  # noqa: F821
+    _AT_SEQUENCE = rxhubs_slot(Event.__dict__["sequence_number"])  # type: ignore[name-defined]  # noqa: F821
+_DIRECT = _AT_DATA >= 0 and _AT_BODY >= 0 and _AT_SEQUENCE >= 0

@@ -18,14 +18,14 @@ from typing import Any
 
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
-__all__ = ["FrameError", "Unsupported", "decode_message", "parse", "parse_frames"]
+__all__ = ["FrameError", "Unsupported", "decode_message", "message_event", "parse", "parse_events", "parse_frames"]
 
 # The decoder's names (_Reader, _be, _decode, decode_message), as Python objects: the compiled build has them from
 # the .pxd as C types and functions instead (a Python import of them does not compile; mypy is told in
 # pyproject.toml). The Python build takes the Python build of the decoder, whether or not one is compiled.
 _half = importlib.import_module("rxhubs.transport._frames_" + ("py" if __name__.endswith("_py") else "c"))
-globals().update({name: getattr(_half, name) for name in ("_Reader", "_be", "_decode", "decode_message")
-                  if hasattr(_half, name)})
+_NAMES = ("_Reader", "_be", "_decode", "decode_message", "message_event")
+globals().update({name: getattr(_half, name) for name in _NAMES if hasattr(_half, name)})
 
 
 def parse(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object]:
@@ -53,23 +53,50 @@ def parse_frames(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple
         ([], 0, None, None, 0)
     """
     r = _Reader(buf, 0, len(buf))
-    messages, pos, other, last, frames, tail, tail_end = _read(r, buf, channel, handle, start)
+    messages, pos, other, last, frames, tail, tail_end, _ = _read(r, buf, channel, handle, start, False)
     if tail >= 0:  # the last message came from one frame, its delivery annotations stepped over: decode it whole
         try:
-            messages[len(messages) - 1] = _decode(r, tail, tail_end, True)
+            messages[len(messages) - 1] = _decode(r, tail, tail_end, True, False)
         except Unsupported:  # (a value pyamqp cannot decode there either: they stay None)
             pass
     return messages, pos, other, last, frames
 
 
-def _read(r: _Reader, buf: bytes, channel: int, handle: int, start: int) -> tuple[Any, ...]:
-    """:func:`parse_frames`, and where the last message's payload starts and ends if from one frame (else -1)."""
+def parse_events(buf: bytes, channel: int, handle: int, start: int = 0) -> tuple[list[Any], int, object, object, int,
+                                                                               object]:
+    """:func:`parse_frames` with the receive path's events instead of messages, and the last one's delivery annotations.
+
+    ``(events, consumed, other, last_delivery_id, frames, delivery_annotations)``: each message becomes the
+    :class:`~rxhubs.Event` that :func:`~rxhubs.transport._frames_py.message_event` makes of it (a plain one
+    straight from the frame, without a ``Message`` tuple); ``delivery_annotations`` are the last event's (the
+    partition's last-enqueued metrics; None without events or annotations). A message without a sequence number
+    raises the retriable :class:`FrameError` (nothing of the chunk is handed on). Example:
+
+        >>> parse_events(b"", 1, 0)
+        ([], 0, None, None, 0, None)
+    """
+    r = _Reader(buf, 0, len(buf))
+    events, pos, other, last, frames, tail, tail_end, delivery = _read(r, buf, channel, handle, start, True)
+    if tail >= 0:
+        try:
+            delivery = _decode(r, tail, tail_end, True, False)[1]  # (the Message's delivery_annotations)
+        except Unsupported:
+            pass
+    return events, pos, other, last, frames, delivery
+
+
+def _read(r: _Reader, buf: bytes, channel: int, handle: int, start: int, events: bool) -> tuple[Any, ...]:
+    """:func:`parse_frames` (``events``: :func:`parse_events`), and where the last message's payload is.
+
+    That is: where it starts and ends if it came from one frame (else -1), and the delivery annotations of a last
+    message joined from several frames (``events`` only).
+    """
     messages: list[Any] = []
     view = buf
     n = len(buf)
     tail = tail_end = -1
     pos = start
-    last = None
+    last = delivery = None
     frames = 0
     while n - pos >= 8:
         size = _be(view, pos, 4)
@@ -91,23 +118,27 @@ def _read(r: _Reader, buf: bytes, channel: int, handle: int, start: int) -> tupl
         if body > end:
             raise FrameError(f"a frame data offset of {doff} past its size of {size} bytes")
         if frame_channel != channel or doff != 2 or not _is_transfer(view, body, end):
-            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
         try:
-            delivery_id, payload, more = _transfer(r, body, end, handle)
+            payload = _transfer(r, body, end, handle)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
+        delivery_id = r.delivery_id
         if payload < 0 or delivery_id is None:  # another link's transfer, or one this reader leaves to the SDK
-            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
-        if more:
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
+        if r.more:
             joined = _gather(r, buf, n, payload, end, channel, handle, delivery_id)
             if joined is None:
                 break  # not every frame of the delivery is here yet: wait for more bytes
             if not joined:
-                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
+                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
             try:
                 message = decode_message(joined[0], 0, len(joined[0]))
             except (Unsupported, FrameError):  # the SDK decides on a joined message rxhubs cannot read
-                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
+                return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
+            if events:
+                delivery = message.delivery_annotations
+                message = message_event(message)
             messages.append(message)
             tail = -1
             last = delivery_id
@@ -115,16 +146,16 @@ def _read(r: _Reader, buf: bytes, channel: int, handle: int, start: int) -> tupl
             pos = joined[1]
             continue
         try:
-            message = _decode(r, payload, end, False)
+            message = _decode(r, payload, end, False, events)
         except Unsupported:
-            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end
+            return messages, end, (frame_channel, buf[pos:end]), last, frames, tail, tail_end, delivery
         messages.append(message)
         tail = payload
         tail_end = end
         last = delivery_id
         frames += 1
         pos = end
-    return messages, pos, None, last, frames, tail, tail_end
+    return messages, pos, None, last, frames, tail, tail_end, delivery
 
 
 def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int, handle: int, did: Any) -> Any:
@@ -157,9 +188,11 @@ def _gather(r: _Reader, buf: bytes, n: int, payload: int, end: int, channel: int
         if _be(view, pos + 6, 2) != channel or doff != 2 or not _is_transfer(view, body, stop):
             return ()
         try:
-            next_id, start, more = _transfer(r, body, stop, handle)
+            start = _transfer(r, body, stop, handle)
         except Unsupported:
             return ()
+        next_id = r.delivery_id
+        more = r.more
         if start < 0 or (next_id is not None and next_id != did):  # (a continuation may omit its delivery id)
             return ()
         parts.append(buf[start:stop])
@@ -173,10 +206,10 @@ def _is_transfer(buf: bytes, body: int, end: int) -> bool:
     return end - body >= 4 and buf[body] == 0x00 and buf[body + 1] == 0x53 and buf[body + 2] == 0x14
 
 
-def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int, bool]:
-    """A transfer's delivery id, where its payload starts and its ``more`` flag; payload -1 if the SDK must see it.
+def _transfer(r: _Reader, body: int, end: int, handle: int) -> int:
+    """Where a transfer's payload starts; -1 if the SDK must see it (not this link's, resumed or aborted).
 
-    (Not this link's, resumed or aborted: those keep pyamqp's handling.)
+    Its delivery id and ``more`` flag are left in ``r.delivery_id`` and ``r.more``: no list of its fields is made.
     """
     r.pos = body + 3
     r.end = end
@@ -189,15 +222,23 @@ def _transfer(r: _Reader, body: int, end: int, handle: int) -> tuple[Any, int, b
     count = r.count(code == 0xD0)
     if count < 2:
         raise FrameError("a transfer performative without handle or delivery id")
-    fields = []
-    for _ in range(count):
-        fields.append(r.value())
-    if fields[0] != handle or type(fields[0]) is not int:
-        return None, -1, False
-    for index in (8, 9):  # resume, aborted
-        if count > index and fields[index]:
-            return None, -1, False
-    return fields[1], r.pos, bool(count > 5 and fields[5])
+    first = r.value()  # every field is decoded (a value pyamqp cannot decode is the SDK's), the list is not kept
+    delivery_id = r.value()
+    more = False
+    leave = False
+    for index in range(2, count):
+        value = r.value()
+        if index == 5:
+            more = bool(value)
+        elif (index == 8 or index == 9) and value:  # resume, aborted
+            leave = True
+    r.delivery_id = delivery_id
+    r.more = more
+    if first != handle or type(first) is not int or leave:
+        r.delivery_id = None
+        return -1
+    payload: int = r.pos
+    return payload
 
 
 try:  # the compiled build: the hash setup.py compiled in (a C macro, declared in the .pxd); rxhubs/_extensions.py

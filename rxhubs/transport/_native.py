@@ -72,11 +72,12 @@ class NativeLink:
     """One attached receive link read natively (see the module docstring).
 
     ``push(messages)`` takes each chunk's messages, in order (the SDK's own messages go where its callback puts
-    them, the same buffer). ``prefetch`` is the link credit granted back once half of it is spent.
+    them, the same buffer); with a parser of events (``parse_events``), ``push(events, delivery_annotations)``
+    (the last event's). ``prefetch`` is the link credit granted back once half of it is spent.
     Raises ``NotImplementedError`` naming the private part that is missing, before any I/O.
     """
 
-    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[[Any], None]):
+    def __init__(self, parse: Callable[..., Any], handler: Any, prefetch: int, push: Callable[..., None]):
         connection: Any = getattr(handler, "_connection", None)
         link: Any = getattr(handler, "_link", None)
         transport: Any = getattr(connection, "_transport", None)
@@ -123,7 +124,7 @@ class NativeLink:
             await self._flow()
             async with lock:
                 data = transport._read_buffer.read()
-                messages, consumed, other, last, frames = self._parsed(data) if data else _NOTHING
+                messages, consumed, other, last, frames, tail = self._parsed(data) if data else _NOTHING
                 if not messages and other is None:  # no whole frame (or delivery) held: read the socket
                     at, need = _first_incomplete(data, consumed)
                     self._check_size(data, at)
@@ -146,18 +147,18 @@ class NativeLink:
                     if chunk:
                         connection._last_frame_received_time = time.time()  # every byte is a sign of life
                         data = data + chunk if data else chunk
-                        messages, consumed, other, last, frames = self._parsed(data)
+                        messages, consumed, other, last, frames, tail = self._parsed(data)
                 transport._read_buffer = io.BytesIO(data[consumed:] if consumed else data)
             if messages:
-                await self._delivered(messages, last, frames)
+                await self._delivered(messages, last, frames, tail)
             if other is not None and await self._hand_back(*other):
                 return False
             if time.monotonic() - self._ticked >= _TICK and not await self._tick():
                 return False
         return True
 
-    def _parsed(self, data: bytes) -> tuple[Any, int, Any, Any, int]:
-        """The compiled reader's parse of ``data`` (``parse_frames``).
+    def _parsed(self, data: bytes) -> tuple[Any, int, Any, Any, int, Any]:
+        """The compiled reader's parse of ``data`` (``parse_events`` or ``parse_frames``; the tail: :data:`_NO_TAIL`).
 
         While the SDK's link holds part of a delivery (it read the first frames itself, in one of its steps), the
         next whole frame goes to the SDK instead.
@@ -165,12 +166,14 @@ class NativeLink:
         if self._link._received_payload and len(data) >= 8:
             size = int.from_bytes(data[:4], "big")
             if 8 <= size <= len(data):
-                return [], size, (int.from_bytes(data[6:8], "big"), data[:size]), None, 0
+                return [], size, (int.from_bytes(data[6:8], "big"), data[:size]), None, 0, _NO_TAIL
             return _NOTHING
         out = self._parse(data, self._channel, self._handle)
+        if len(out) == 6:  # parse_events: the last event's delivery annotations
+            return out  # type: ignore[no-any-return]
         if len(out) == 4:  # a parser without frame counts (the Spark source's builder: one frame per event)
-            return (*out, out[0] if isinstance(out[0], int) else len(out[0]))
-        return out  # type: ignore[no-any-return]
+            return (*out, out[0] if isinstance(out[0], int) else len(out[0]), _NO_TAIL)
+        return (*out, _NO_TAIL)
 
     def _check_size(self, data: bytes, at: int) -> None:
         """An incomplete frame whose size is over the connection's maximum is garbage: never wait for it."""
@@ -190,10 +193,11 @@ class NativeLink:
         ready: bool = await self._handler.client_ready_async()
         return ready
 
-    async def _delivered(self, messages: list[Any] | int, last: Any, frames: int) -> None:
+    async def _delivered(self, messages: list[Any] | int, last: Any, frames: int, tail: Any) -> None:
         """The session's (per transfer frame) and link's (per delivery) bookkeeping, once; then hand them over.
 
-        ``messages`` is a count instead when the parser keeps the events itself (the Spark source's Arrow builder).
+        ``messages`` is a count instead when the parser keeps the events itself (the Spark source's Arrow builder);
+        ``tail``: the last event's delivery annotations from ``parse_events`` (:data:`_NO_TAIL` from other parsers).
         """
         n = messages if isinstance(messages, int) else len(messages)
         session, link = self._session, self._link
@@ -205,7 +209,10 @@ class NativeLink:
         link.received_delivery_id = last
         self.messages += n
         self._handler._last_activity_timestamp = time.time()
-        self._push(messages)
+        if tail is _NO_TAIL:
+            self._push(messages)
+        else:
+            self._push(messages, tail)
         if session.incoming_window <= 0:
             session.incoming_window = session.target_incoming_window
             await session._outgoing_flow()
@@ -228,7 +235,9 @@ class NativeLink:
         return changed
 
 
-_NOTHING: tuple[list[Any], int, None, None, int] = ([], 0, None, None, 0)
+#: What parsers without a tail give (only ``parse_events`` gives the last event's delivery annotations).
+_NO_TAIL = object()
+_NOTHING: tuple[list[Any], int, None, None, int, Any] = ([], 0, None, None, 0, _NO_TAIL)
 
 
 def _first_incomplete(data: bytes, at: int) -> tuple[int, int]:

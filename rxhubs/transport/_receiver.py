@@ -39,7 +39,11 @@ from rxhubs._models import Event, LastEnqueuedEventProperties, PartitionContext,
 from rxhubs.errors import OwnershipLostError, RxHubsError, TransportError
 from rxhubs.transport._base import ReceiverBase
 from rxhubs.transport._convert import last_enqueued_from_sdk, received_events
-from rxhubs.transport._convert_messages import last_enqueued_from_message, received_messages
+from rxhubs.transport._convert_messages import (
+    last_enqueued_from_annotations,
+    last_enqueued_from_message,
+    received_messages,
+)
 from rxhubs.transport._direct import delivery_tags, direct_supported, receive_direct, record_public
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
@@ -211,7 +215,7 @@ class AzurePartitionReceiver(ReceiverBase):
                         track_last_enqueued_event_properties=self._track,
                         room=self._room, deliver=self._on_messages, opened=self._on_direct_open,
                         watch=link, open_timeout=liveness.open_timeout, warm=self._hub._warm.take(c.consumer_group),
-                        on_native=self._on_native, has_room=self._has_room,
+                        on_native=self._on_native, has_room=self._has_room, deliver_events=self._on_events,
                     ), link.probe)
                     return
                 except NotImplementedError as exc:  # the SDK's private parts changed: the public path
@@ -291,6 +295,11 @@ class AzurePartitionReceiver(ReceiverBase):
         """The direct path's hand-over: AMQP messages as read from the link."""
         last = last_enqueued_from_message(messages[-1]) if self._track else None
         self._buffer(received_messages(messages), last)
+
+    def _on_events(self, events: list[Event], delivery_annotations: Any) -> None:
+        """The native path's hand-over: the events the compiled reader made, the last one's delivery annotations."""
+        if events:
+            self._buffer(events, last_enqueued_from_annotations(delivery_annotations) if self._track else None)
 
     def _buffer(self, events: list[Event], last_enqueued: LastEnqueuedEventProperties | None) -> None:
         if self._stopping or self._error is not None:

@@ -1,13 +1,20 @@
-"""Build rxhubs' sdist and wheel once per test session, as a clean clone would, outside the work tree.
+"""Build rxhubs' sdist and wheel once per test run, as a clean clone would, outside the work tree.
 
 ``python -m build`` runs on a copy of the files git knows (tracked, plus new files not ignored), so nothing
 the developer has lying around (``.venv``, ``node_modules``, caches, an old ``build/``) can sneak into the
 distributions, and the build writes nothing into the work tree. It builds the sdist first and the wheel from
 that sdist, so a file missing from the sdist fails here too.
+
+The build compiles every Cython module (minutes of CPU on a busy two-core machine), so it runs once per
+``pytest`` run, not once per xdist worker: the first worker that needs it builds into the run's shared temporary
+folder under a file lock, and the others wait for it and use the same files (``tests/test_build.py`` and
+``tests/spark/test_discovery.py`` run on different workers).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -39,26 +46,44 @@ def _source_files() -> list[str]:
     return [name for name in listed.split("\0") if name and (ROOT / name).is_file()]
 
 
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's temporary folder that every xdist worker sees (a worker's own is a folder inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def build_distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
-    """The sdist and the wheel of the work tree, built once per session (about 5 s)."""
+    """The sdist and the wheel of the work tree, built once per run (the first caller builds, the others wait)."""
     if "dist" in _built:
         return _built["dist"]
-    base = tmp_path_factory.mktemp("package")
+    base = _shared_folder(tmp_path_factory) / "rxhubs-package"
+    base.mkdir(exist_ok=True)
+    with open(base / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        log = base / "build.log"
+        if not log.exists():
+            _build(base)
+        [sdist] = (base / "dist").glob("rxhubs-*.tar.gz")
+        [wheel] = (base / "dist").glob("rxhubs-*.whl")
+        _built["dist"] = Distributions(sdist, wheel, log.read_text(encoding="utf-8"))
+    return _built["dist"]
+
+
+def _build(base: Path) -> None:
     tree = base / "source"
+    shutil.rmtree(tree, ignore_errors=True)  # a build that failed (or was killed) half-way in an earlier call
     for name in _source_files():
         target = tree / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
     out = base / "dist"
+    shutil.rmtree(out, ignore_errors=True)
     result = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(out), str(tree)],
         capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, f"python -m build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    [sdist] = out.glob("rxhubs-*.tar.gz")
-    [wheel] = out.glob("rxhubs-*.whl")
-    _built["dist"] = Distributions(sdist, wheel, result.stdout + result.stderr)
-    return _built["dist"]
+    (base / "build.log").write_text(result.stdout + result.stderr, encoding="utf-8")  # last: the build is complete
 
 
 def install_wheel_to(wheel: Path, target: Path) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import deltalake
@@ -21,12 +20,31 @@ CHILDREN = 120
 FILES = 80
 
 # What a user's script does: read a table (every column: the body's bytes are the most buffers), use it, end
-# normally (no os._exit).
-CHILD = """
-import sys
-from rxhubs.tables import read_delta
-table = read_delta(sys.argv[1])
-print(table.num_rows, sum(table.column("sequenceNumber").to_pylist()), flush=True)
+# normally (no os._exit). The children are forked from one parent that imported rxhubs.tables, which starts no
+# thread (a fresh child's start and imports were a fifth or more of its CPU): each child imports deltalake and
+# pyarrow itself, reads, prints, and ends as a script ends, through the interpreter's finalization (SystemExit),
+# where the regression aborted. The parent prints each child's exit code (-6: killed by SIGABRT). With the
+# regression put back (DeltaTable.to_pyarrow_table() in the children), 8 of 120 forked children aborted at load 11.
+PARENT = """
+import os, sys
+import rxhubs.tables
+
+assert "pyarrow" not in sys.modules and "deltalake" not in sys.modules  # nothing that starts threads, before a fork
+path, count, width = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+running, codes, started = set(), [], 0
+while started < count or running:
+    while started < count and len(running) < width:
+        pid = os.fork()
+        if pid == 0:
+            table = rxhubs.tables.read_delta(path)
+            os.write(1, f"{table.num_rows} {sum(table.column('sequenceNumber').to_pylist())}\\n".encode())  # one write
+            sys.exit(0)
+        running.add(pid)
+        started += 1
+    pid, status = os.wait()
+    running.discard(pid)
+    codes.append(os.waitstatus_to_exitcode(status))
+print("exit codes:", *codes, flush=True)
 """
 
 
@@ -65,13 +83,12 @@ def test_no_process_that_reads_a_table_aborts_at_its_exit(tmp_path: Path) -> Non
     # without an active exception", exit 134): see rxhubs/tables/_delta_read.py for the cause.
     whole = _table(tmp_path / "t", files=FILES)
     expected = f"{whole.num_rows} {sum(range(whole.num_rows))}"
-
-    def child(_: int) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "t")], capture_output=True, text=True,
-                              timeout=300, check=False)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        done = list(pool.map(child, range(CHILDREN)))
-    failed = [(d.returncode, d.stderr[-500:]) for d in done if d.returncode != 0]
-    assert failed == [], f"{len(failed)} of {CHILDREN} children failed: {failed[:3]}"
-    assert [d.stdout.strip() for d in done] == [expected] * CHILDREN  # each read every row
+    done = subprocess.run([sys.executable, "-c", PARENT, str(tmp_path / "t"), str(CHILDREN), "8"],
+                          capture_output=True, text=True, timeout=800, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    *rows, last = done.stdout.splitlines()
+    codes = [int(code) for code in last.removeprefix("exit codes:").split()]
+    failed = [code for code in codes if code != 0]
+    assert len(codes) == CHILDREN, last
+    assert failed == [], f"{len(failed)} of {CHILDREN} children failed (exit codes {failed}): {done.stderr[-1500:]}"
+    assert rows == [expected] * CHILDREN  # each read every row

@@ -59,6 +59,7 @@ async def test_events_read_natively_are_untracked(emulator_factory: EmulatorFact
                     break
             assert [e.sequence_number for e in got] == list(range(300))
             assert receiver._native_link is not None and receiver._native_link.messages == 300
+            assert receiver._native_link._parse.__name__ == "parse_events"  # made in the reader, no Message tuples
             assert not any(gc.is_tracked(e) for e in got)
             assert receiver._buffered <= 100 + 300  # handed over in the read, bounded by the credit
 
