@@ -59,7 +59,8 @@ EXPORTS = {
         "to_dataframe", "worker_python", "write",
     },
     "rxhubs.emulator": {
-        "BackgroundEmulator", "Emulator", "EmulatorFaults", "LinkRecord", "LocalIdentity", "LocalIdentityCredential",
+        "BackgroundEmulator", "Emulator", "EmulatorFaults", "IdentityEndpoint", "LinkRecord", "LocalIdentity",
+        "LocalIdentityCredential",
         "credential_from_file",
     },
     "rxhubs.testing": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -27,7 +28,8 @@ def figure(
     """One measured figure; ``ratio`` is rxhubs/baseline (or baseline/rxhubs when lower is better).
 
     ``target`` is text such as ``">= 0.95x"`` or ``"<= 2 intervals"``; ``met`` is computed from a ratio
-    target when not given.
+    target when not given. Each figure carries the machine's load average (1, 5 and 15 minutes) when it was
+    taken, unless the scenario gave its own ``load_average``: a figure is read beside the load it was taken under.
 
     Example:
         >>> f = figure("overhead", "events_per_s", "events/s", 990.0, 1000.0, "plain loop", ">= 0.95x")
@@ -53,6 +55,7 @@ def figure(
         "met": met,
     }
     result.update(extra)
+    result.setdefault("load_average", [round(x, 2) for x in os.getloadavg()])
     return result
 
 

@@ -20,6 +20,7 @@ EXAMPLES = """examples:
   rxhubs emulator --hub telemetry:4 --keys RootManageSharedAccessKey=s3cret listener=k2
   rxhubs emulator --hub telemetry:4 --websocket-port 5673
   rxhubs emulator --hub telemetry:4 --control-port 8474      # then: rxhubs emulator fault --help
+  rxhubs emulator --hub telemetry:4 --tls --identity-endpoint identity.env   # then: . ./identity.env
 
 The emulator prints one connection string per hub (EntityPath=HUB, UseDevelopmentEmulator=true), then
 serves until Ctrl-C or SIGTERM. With --data-dir every event is kept in append-only files and survives a
@@ -29,6 +30,11 @@ it also serves AMQP over WebSockets: clients pass transport_type=TransportType.A
 custom_endpoint_address="sb://HOST:WEBSOCKET_PORT". Consumer group names ignore case, as in the service:
 '$default' is '$Default'. With --control-port it serves a fault control API on 127.0.0.1 (printed at
 start) that 'rxhubs emulator fault busy|close|steal|partitions|clear|status --control 127.0.0.1:PORT' calls.
+With --identity-endpoint FILE it requires Entra ID style tokens of a local identity, serves the App Service
+managed-identity protocol on 127.0.0.1 with them, and writes IDENTITY_ENDPOINT and IDENTITY_HEADER as shell
+exports to FILE (readable by its owner only): a process that sources it and builds its clients with
+azure.identity's DefaultAzureCredential, unmodified, authenticates (with --tls, as clients built from a host name
+connect; pass transport_type=TransportType.Amqp beside custom_endpoint_address when the TLS port is not 5671).
 """
 
 
@@ -58,6 +64,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-message-size", type=int, default=1024 * 1024, metavar="BYTES",
                         help="the largest message a producer may send (default 1 MiB as on Standard; 20971520 for "
                              "Dedicated's 20 MiB)")
+    parser.add_argument("--identity-endpoint", metavar="FILE", default=None,
+                        help="require a local identity's tokens and serve them to DefaultAzureCredential (App Service "
+                             "protocol on 127.0.0.1); FILE gets the two environment variables to export")
     add_history_arguments(parser)
     parser.set_defaults(run=run)
     from rxhubs.cli._emulator_fault import add_fault_parser
@@ -114,11 +123,40 @@ def run(args: argparse.Namespace) -> int:
     from rxhubs.emulator import Emulator
 
     hubs = parse_hubs(args.hub)
+    identity = _identity(args.identity_endpoint)
     emulator = Emulator(hubs, host=args.host, port=args.port, data_dir=args.data_dir,
                         consumer_groups=args.consumer_group, keys=parse_keys(args.keys),
                         websocket_port=args.websocket_port, control_port=args.control_port,
-                        max_message_size=args.max_message_size, **history_options(args))
-    return asyncio.run(_serve(emulator))
+                        max_message_size=args.max_message_size,
+                        identities=[identity] if identity is not None else (), **history_options(args))
+    if identity is None:
+        return asyncio.run(_serve(emulator))
+    from rxhubs.emulator import IdentityEndpoint
+
+    with IdentityEndpoint(identity) as endpoint:
+        _write_exports(args.identity_endpoint, endpoint.environment())
+        print(f"rxhubs emulator: a managed-identity endpoint for DefaultAzureCredential at {endpoint.url}; "
+              f"export what {args.identity_endpoint} holds ('. {args.identity_endpoint}')", file=sys.stderr,
+              flush=True)
+        return asyncio.run(_serve(emulator))
+
+
+def _identity(path: str | None) -> Any:  # a LocalIdentity, or None
+    if path is None:
+        return None
+    from rxhubs.emulator import LocalIdentity
+
+    return LocalIdentity("rxhubs-emulator-identity")
+
+
+def _write_exports(path: str, environment: dict[str, str]) -> None:
+    """``export NAME='VALUE'`` lines to ``path``, created readable by its owner only (it holds the secret)."""
+    import os
+    import shlex
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.writelines(f"export {name}={shlex.quote(value)}\n" for name, value in environment.items())
 
 
 async def _serve(emulator: Any) -> int:

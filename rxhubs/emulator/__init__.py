@@ -18,11 +18,13 @@ from rxhubs.emulator._emulator import Emulator
 from rxhubs.emulator._fault_state import LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults
 from rxhubs.emulator._identity import LocalIdentity, LocalIdentityCredential, credential_from_file
+from rxhubs.emulator._identity_endpoint import IdentityEndpoint
 
 __all__ = [
     "BackgroundEmulator",
     "Emulator",
     "EmulatorFaults",
+    "IdentityEndpoint",
     "LinkRecord",
     "LocalIdentity",
     "LocalIdentityCredential",

@@ -3,15 +3,37 @@
 Decoding turns bytes into plain Python values (``Symbol`` for symbols, ``Described`` for described types,
 ``Timestamp`` for timestamps); it never trusts a length or count it reads: anything that runs past the end
 of the buffer, nests too deep or claims more elements than bytes raises :class:`DecodeError`.
-Encoding maps Python values back: ``int`` is an AMQP ``long`` unless wrapped (``UInt``, ``ULong``, ...),
-``str`` a string, ``bytes`` binary; ``Raw`` passes already-encoded bytes through unchanged.
+Encoding (:mod:`rxhubs.emulator._encode`, re-exported here) maps Python values back; the value types live in
+:mod:`rxhubs.emulator._amqp_values`.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 from typing import Any
+
+from rxhubs.emulator._amqp_values import (
+    _H,
+    _I,
+    _II,
+    _Q,
+    Array,
+    DecodeError,
+    Described,
+    Raw,
+    Symbol,
+    Timestamp,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
+    _d,
+    _f,
+    _h,
+    _i,
+    _q,
+)
+from rxhubs.emulator._encode import encode_list_always8or32, encode_value
 
 __all__ = [
     "Array",
@@ -25,100 +47,12 @@ __all__ = [
     "ULong",
     "UShort",
     "decode_value",
+    "encode_list_always8or32",
     "encode_value",
     "skip_value",
 ]
 
 MAX_DEPTH = 32
-
-_B = struct.Struct(">B")
-_H = struct.Struct(">H")
-_h = struct.Struct(">h")
-_I = struct.Struct(">I")
-_i = struct.Struct(">i")
-_Q = struct.Struct(">Q")
-_q = struct.Struct(">q")
-_f = struct.Struct(">f")
-_d = struct.Struct(">d")
-_II = struct.Struct(">II")
-
-
-class DecodeError(ValueError):
-    """Bytes that are not a valid AMQP encoding (truncated, oversized, too deep or unknown)."""
-
-
-class Symbol(str):
-    """An AMQP symbol (ASCII name such as ``amqp:not-found``)."""
-
-    __slots__ = ()
-
-
-class Timestamp(int):
-    """An AMQP timestamp: milliseconds since the Unix epoch, UTC."""
-
-    __slots__ = ()
-
-
-class UByte(int):
-    """An AMQP ubyte."""
-
-    __slots__ = ()
-
-
-class UShort(int):
-    """An AMQP ushort."""
-
-    __slots__ = ()
-
-
-class UInt(int):
-    """An AMQP uint."""
-
-    __slots__ = ()
-
-
-class ULong(int):
-    """An AMQP ulong."""
-
-    __slots__ = ()
-
-
-class Raw(bytes):
-    """Bytes that are already an AMQP encoding; encoded as they are."""
-
-    __slots__ = ()
-
-
-class Described:
-    """A described value: ``descriptor`` (usually a ulong code or a symbol) and ``value``."""
-
-    __slots__ = ("descriptor", "value")
-
-    def __init__(self, descriptor: Any, value: Any) -> None:
-        self.descriptor = descriptor
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"Described({self.descriptor!r}, {self.value!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Described) and (self.descriptor, self.value) == (other.descriptor, other.value)
-
-    def __hash__(self) -> int:
-        return hash((self.descriptor, repr(self.value)))
-
-
-class Array:
-    """An AMQP array: every element has the same ``constructor`` (e.g. ``0xA3`` for symbols)."""
-
-    __slots__ = ("constructor", "items")
-
-    def __init__(self, constructor: int, items: list[Any]) -> None:
-        self.constructor = constructor
-        self.items = items
-
-    def __repr__(self) -> str:
-        return f"Array(0x{self.constructor:02x}, {self.items!r})"
 
 
 # ----------------------------------------------------------------------------------------------- decoding
@@ -345,104 +279,3 @@ def skip_value(buf: bytes, pos: int, end: int, depth: int = 0) -> int:
     if nxt > end:
         raise DecodeError("value runs past the buffer")
     return nxt
-
-
-# ----------------------------------------------------------------------------------------------- encoding
-def _enc_str(code8: int, code32: int, data: bytes) -> bytes:
-    n = len(data)
-    if n < 256:
-        return bytes((code8, n)) + data
-    return bytes((code32,)) + _I.pack(n) + data
-
-
-def _enc_compound(code8: int, code32: int, count: int, body: bytes) -> bytes:
-    if len(body) + 1 < 256 and count < 256:
-        return bytes((code8, len(body) + 1, count)) + body
-    return bytes((code32,)) + _II.pack(len(body) + 4, count) + body
-
-
-def _encode_int(value: int) -> bytes:
-    if isinstance(value, ULong):
-        if value == 0:
-            return b"\x44"
-        if value < 256:
-            return bytes((0x53, value))
-        return b"\x80" + _Q.pack(value)
-    if isinstance(value, UInt):
-        if value == 0:
-            return b"\x43"
-        if value < 256:
-            return bytes((0x52, value))
-        return b"\x70" + _I.pack(value)
-    if isinstance(value, UShort):
-        return b"\x60" + _H.pack(value)
-    if isinstance(value, UByte):
-        return bytes((0x50, value))
-    if isinstance(value, Timestamp):
-        return b"\x83" + _q.pack(value)
-    if -128 <= value <= 127:
-        return bytes((0x55, value & 0xFF))
-    return b"\x81" + _q.pack(value)
-
-
-def _array_element(constructor: int, value: Any) -> bytes:
-    """Encode ``value`` with the fixed constructor ``constructor`` and return the bytes without it."""
-    if constructor in (0xA3, 0xB3, 0xA1, 0xB1, 0xA0, 0xB0):
-        data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-        return _I.pack(len(data)) + data
-    encoded = encode_value(value)
-    return encoded[1:]
-
-
-def _encode_array(value: Array) -> bytes:
-    constructor = value.constructor
-    if constructor in (0xA3, 0xA1, 0xA0):  # always use the 32-bit form so one constructor fits every item
-        constructor += 0x10
-    body = b"".join(_array_element(constructor, item) for item in value.items)
-    inner = bytes((constructor,)) + body
-    if len(inner) + 1 < 256 and len(value.items) < 256:
-        return bytes((0xE0, len(inner) + 1, len(value.items))) + inner
-    return b"\xf0" + _II.pack(len(inner) + 4, len(value.items)) + inner
-
-
-def encode_value(value: Any) -> bytes:
-    """Encode a Python value as AMQP (see the module docstring for the type mapping)."""
-    if value is None:
-        return b"\x40"
-    if value is True:
-        return b"\x41"
-    if value is False:
-        return b"\x42"
-    if isinstance(value, Raw):
-        return bytes(value)
-    if isinstance(value, int):
-        return _encode_int(value)
-    if isinstance(value, Symbol):
-        return _enc_str(0xA3, 0xB3, value.encode("ascii"))
-    if isinstance(value, str):
-        return _enc_str(0xA1, 0xB1, value.encode("utf-8"))
-    if isinstance(value, bytes | bytearray | memoryview):
-        return _enc_str(0xA0, 0xB0, bytes(value))
-    if isinstance(value, float):
-        return b"\x82" + _d.pack(value)
-    if isinstance(value, uuid.UUID):
-        return b"\x98" + value.bytes
-    if isinstance(value, Described):
-        return b"\x00" + encode_value(value.descriptor) + encode_value(value.value)
-    if isinstance(value, Array):
-        return _encode_array(value)
-    if isinstance(value, list | tuple):
-        return _enc_compound(0xC0, 0xD0, len(value), b"".join(encode_value(v) for v in value))
-    if isinstance(value, dict):
-        body = b"".join(encode_value(k) + encode_value(v) for k, v in value.items())
-        return _enc_compound(0xC1, 0xD1, 2 * len(value), body)
-    raise TypeError(f"cannot encode {type(value).__name__} as AMQP")
-
-
-def encode_list_always8or32(fields: list[Any]) -> bytes:
-    """Encode a list with an explicit list8/list32 constructor, never list0 (the SDK cannot read list0)."""
-    body = b"".join(encode_value(v) for v in fields)
-    if len(body) + 1 < 256:
-        return bytes((0xC0, len(body) + 1, len(fields))) + body
-    return b"\xd0" + _II.pack(len(body) + 4, len(fields)) + body
-

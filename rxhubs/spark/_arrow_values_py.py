@@ -284,6 +284,9 @@ class ValueReader:
                         element = self.u8()
                         if element == 0:
                             raise Unsupported("an array of described values")
+                        if n > 255 and n > self.end - self.pos:  # (as _frames_py: elements of no width)
+                            raise FrameError(f"an array of {n} elements in the {self.end - self.pos} bytes left of"
+                                             " its frame")
                         for _ in range(n):
                             self.skip_typed(element)
                 else:

@@ -181,6 +181,8 @@ class _Reader:
         code = self.u8()
         if code == 0x00:
             raise Unsupported("an array of described values")
+        if n > 255 and n > self.end - self.pos:  # elements of no width (null, true, ...): bytes do not bound n
+            raise FrameError(f"an array of {n} elements in the {self.end - self.pos} bytes left of its frame")
         out = []
         for _ in range(n):
             out.append(self.typed(code))

@@ -17,6 +17,7 @@ kills the process after the data was written and before it was committed:
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -46,6 +47,8 @@ class Noted:
 
     async def commit(self, batches: Sequence[EventBatch], *, owned: Callable[[PartitionContext], bool]
                      ) -> CommitResult:
+        if any(b.events for b in batches):
+            pause_here(self.note)
         began = time.time()  # the line carries when the commit began and ended: a pause can freeze one mid-way
         due = self.hook is not None and any(b.events for b in batches) and self.hook.due()
         disarm = self.arm() if due else None
@@ -60,6 +63,24 @@ class Noted:
         if due and self.hook is not None:
             self.hook.kill(f"{self.kind}-committed")
         return result
+
+
+def pause_request(folder: Path, pid: int) -> Path:
+    """The file that asks process ``pid`` to stop itself (SIGSTOP) at its next commit that holds events."""
+    return folder / f"pause-at-commit-{pid}"
+
+
+def pause_here(note: Log) -> None:
+    """Stop this process (SIGSTOP) if the harness asked for it: a zombie certain to hold rows it has not committed.
+
+    The harness (``eo_kit.chaos``) asks, waits until the process is stopped, lets its ownership expire and the
+    others take over and commit, then resumes it: the commit it was about to make begins after it resumed.
+    """
+    request = pause_request(Path(os.environ["RXHUBS_TEST_FOLDER"]), os.getpid())
+    if request.exists():
+        request.unlink()
+        note(f"PAUSE {time.time():.3f}")
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def _sqlite(path: Path, hook: KillHook | None) -> tuple[Any, Callable[[], Callable[[], None]]]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.faults.eo_hooks import pause_request
 from tests.faults.eo_worker import CONTROL_GROUP, EO_GROUP, EXPIRY, INTERVAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +187,8 @@ class Fleet:
         extra = {"RXHUBS_TEST_KILL_AT": f"after_write:{kill_at}"} if kill_at else {}
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.eo_worker", owner, str(self.folder), self.sinks],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **self.env, **extra},
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "RXHUBS_TEST_FOLDER": str(self.folder), **self.env, **extra},
             stdout=subprocess.PIPE, stderr=open(self.folder / f"{owner}.err", "w"),  # noqa: SIM115 - kept by the child
             text=True,
         )
@@ -282,12 +284,22 @@ def _taken_over(fleet: Fleet, paused: str, partitions: list[str], since: float) 
     return set(partitions) <= committed
 
 
-def _after_a_commit(fleet: Fleet, owner: str, timeout: float = 5.0) -> None:
-    """Return once ``owner`` noted one more commit (or after ``timeout``)."""
-    before = len([o for o, _ in fleet.log("COMMIT") if o == owner])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and len([o for o, _ in fleet.log("COMMIT") if o == owner]) <= before:
-        time.sleep(0.05)
+def _pause_at_a_commit(fleet: Fleet, slot: str, timeout: float = 60.0) -> None:
+    """Have ``slot`` stop itself (SIGSTOP) as its next commit holding rows begins, and wait until it has stopped.
+
+    A SIGSTOP from outside at a chosen moment found the consumer between commits now and then (nothing held, so
+    no zombie commit to fence off once resumed: the fence was never felt); stopping at the commit makes it certain.
+    """
+    pid = fleet.procs[slot].pid
+    pause_request(fleet.folder, pid).touch()
+    assert wait_for(lambda: _stopped(pid), timeout), f"{fleet.owner[slot]} did not reach a commit with rows"
+    fleet.actions.append((time.time(), "pause", fleet.owner[slot]))
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T in /proc)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
 
 
 def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
@@ -318,11 +330,11 @@ def chaos(fleet: Fleet, seed: int, steps: int = 6) -> dict[str, Any]:
         fleet.restart_the_dead(hook)
         if action == "pause":
             slot, by = _busiest(fleet, store, hook)
-            if fleet.group == EO_GROUP:  # right after one of its commits, with more batches held: a commit pending
-                _after_a_commit(fleet, fleet.owner[slot])
-                time.sleep(0.05)  # (commits begin 0.5 s apart: a longer wait met the next one in flight under load)
             done["paused"], done["paused_partitions"] = fleet.owner[slot], sorted(by.get(fleet.owner[slot], []))
-            fleet.signal(slot, signal.SIGSTOP, "pause")
+            if fleet.group == EO_GROUP:  # it stops itself as a commit holding rows is about to begin
+                _pause_at_a_commit(fleet, slot)
+            else:
+                fleet.signal(slot, signal.SIGSTOP, "pause")
             paused_at = time.time()
             # what it owns as it stops (the listing above can be a moment old: a partition handed to it meanwhile)
             held = sorted({*done["paused_partitions"], *(p for p, o in owners(store, fleet.group).items()
