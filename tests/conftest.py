@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import doctest
 import functools
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,14 @@ from hypothesis import settings
 # machine (`-n 6` on two cores) an example that takes 0.2 ms can take 300 ms once and fail the run.
 settings.register_profile("rxhubs", deadline=None)
 settings.load_profile("rxhubs")
+
+# The JVMs the suite starts are short-lived (each worker's Spark session; the drivers of the examples, the bench
+# scenarios, the discovery, Connect and cluster tests; spark-submit reads SPARK_SUBMIT_OPTS, a standalone master and
+# worker SPARK_DAEMON_JAVA_OPTS): the JIT's optimizing compiler (C2) and the parallel collector's threads spent more
+# CPU in them than they saved. With C1 alone and the serial collector tests/spark/test_source.py took 47 s of CPU
+# instead of 73 s, its JVM included (--cpu-durations, at load 6). The suite's JVMs only: rxhubs sets no JVM option.
+for _name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_name, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 pytest_plugins = [
     "rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres", "tests.support.cpu_report"
