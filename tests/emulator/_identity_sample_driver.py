@@ -40,8 +40,10 @@ def _seed(conn: str) -> None:
 
 def _run(sample: str, env: dict[str, str]) -> dict[str, Any]:
     name = Path(sample).stem.removesuffix("_async")
+    # Ctrl-C must reach it: under pytest-xdist SIGINT is ignored, and an ignored signal stays ignored across exec
     proc = subprocess.Popen([sys.executable, "-u", sample], env=env, cwd=Path(sample).parent, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     out: list[str] = []
     interrupted = False
