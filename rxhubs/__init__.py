@@ -127,9 +127,10 @@ _LAZY_ATTRS = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
-        return importlib.import_module(f"rxhubs.{name}")
+        return importlib.import_module(f"rxhubs.{name}")  # (the import binds it here itself)
     if name in _LAZY_ATTRS:
-        return getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
+        value = globals()[name] = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)  # kept: looked up once
+        return value
     raise AttributeError(f"module 'rxhubs' has no attribute {name!r}")
 
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shlex
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rxhubs.cli._emulator_history import EXAMPLES as HISTORY_EXAMPLES
 from rxhubs.cli._emulator_history import add_history_arguments, history_options
 from rxhubs.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from rxhubs.emulator import LocalIdentity
 
 EXAMPLES = """examples:
   rxhubs emulator --hub telemetry:4
@@ -141,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_serve(emulator))
 
 
-def _identity(path: str | None) -> Any:  # a LocalIdentity, or None
+def _identity(path: str | None) -> LocalIdentity | None:
     if path is None:
         return None
     from rxhubs.emulator import LocalIdentity
@@ -151,9 +156,6 @@ def _identity(path: str | None) -> Any:  # a LocalIdentity, or None
 
 def _write_exports(path: str, environment: dict[str, str]) -> None:
     """``export NAME='VALUE'`` lines to ``path``, created readable by its owner only (it holds the secret)."""
-    import os
-    import shlex
-
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.writelines(f"export {name}={shlex.quote(value)}\n" for name, value in environment.items())

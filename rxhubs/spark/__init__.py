@@ -73,7 +73,8 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # kept: looked up once
+        return value
     raise AttributeError(f"module 'rxhubs.spark' has no attribute {name!r}")
 
 

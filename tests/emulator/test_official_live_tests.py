@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.metadata
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -34,10 +32,11 @@ from pathlib import Path
 import certifi
 import pytest
 
+from tests.emulator._sdist import sdist_part
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".cache"
 
 # The official tests run here, by file: each needs TLS (the SDK speaks TLS to every host name but an emulator's
 # development connection string); together they cover every way to authenticate (connection string, SAS token,
@@ -53,24 +52,7 @@ if os.environ.get("RXHUBS_OFFICIAL_LIVE_TESTS") == "all":
 
 def _fetch_tests() -> Path:
     """The installed azure-eventhub version's ``tests/`` (livetest and their helper), from its sdist, once."""
-    version = importlib.metadata.version("azure-eventhub")
-    target = CACHE / f"azure-eventhub-{version}-tests"
-    if (target / "livetest").is_dir():
-        return target
-    CACHE.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", f"azure-eventhub=={version}", "--no-binary",
-                        ":all:", "--no-deps", "--disable-pip-version-check", "-q", "-d", tmp],
-                       check=True, capture_output=True, timeout=90)
-        (sdist,) = Path(tmp).glob("azure_eventhub-*.tar.gz")
-        with tarfile.open(sdist) as archive:
-            members = [m for m in archive.getmembers() if m.isfile() and (
-                "/tests/livetest/" in m.name or m.name.endswith("/tests/tracing_common.py"))]
-            archive.extractall(tmp, members=members, filter="data")
-        (tests,) = Path(tmp).glob("*/tests")
-        with contextlib.suppress(OSError):  # another run may have put it there first
-            os.replace(tests, target)
-    return target
+    return sdist_part("tests", lambda name: "/tests/livetest/" in name or name.endswith("/tests/tracing_common.py"))
 
 
 def _private_network() -> list[str] | None:

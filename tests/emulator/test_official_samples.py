@@ -10,13 +10,10 @@ SDK version with new samples therefore fails until they are classified. docs/emu
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +22,7 @@ import pytest
 
 from rxhubs.emulator import BackgroundEmulator
 from rxhubs.emulator._hubs import partition_for_key
+from tests.emulator._sdist import sdist_part
 
 from ._sdk import SyncReceiver, close_all
 
@@ -33,7 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 HUB = "samples"
 PARTITIONS = 2
 SAMPLE_TIMEOUT = 60.0
-CACHE = Path(__file__).resolve().parents[2] / ".cache"
 
 # Why a sample cannot run against a local emulator, and what in its source shows it.
 TLS = ("builds its clients from EVENT_HUB_HOSTNAME (fully_qualified_namespace), so the SDK speaks TLS to port "
@@ -129,24 +126,8 @@ RUNS = [
 
 
 def _fetch_samples() -> Path:
-    """The installed azure-eventhub version's samples, from its sdist; downloaded once into ``.cache/``."""
-    version = importlib.metadata.version("azure-eventhub")
-    target = CACHE / f"azure-eventhub-{version}-samples"
-    if (target / "sync_samples").is_dir():
-        return target
-    CACHE.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", f"azure-eventhub=={version}", "--no-binary",
-                        ":all:", "--no-deps", "--disable-pip-version-check", "-q", "-d", tmp],
-                       check=True, capture_output=True, timeout=90)
-        (sdist,) = Path(tmp).glob("azure_eventhub-*.tar.gz")
-        with tarfile.open(sdist) as archive:
-            members = [m for m in archive.getmembers() if "/samples/" in m.name and m.isfile()]
-            archive.extractall(tmp, members=members, filter="data")
-        (samples,) = Path(tmp).glob("*/samples")
-        with contextlib.suppress(OSError):  # another run may have put it there first
-            os.replace(samples, target)
-    return target
+    """The installed azure-eventhub version's samples, from its sdist; extracted once into ``.cache/``."""
+    return sdist_part("samples", lambda name: "/samples/" in name)
 
 
 @pytest.fixture(scope="module")
