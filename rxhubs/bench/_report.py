@@ -35,6 +35,8 @@ def figure(
         >>> f = figure("overhead", "events_per_s", "events/s", 990.0, 1000.0, "plain loop", ">= 0.95x")
         >>> f["ratio"], f["met"]
         (0.99, True)
+        >>> len(f["load_average"]), figure("x", "m", "u", 1.0, None, None, None, load_average=[0.5])["load_average"]
+        (3, [0.5])
     """
     ratio: float | None = None
     if baseline:
