@@ -17,6 +17,7 @@ Options (case-insensitive), shared by ``spark.read``, ``spark.readStream``, ``df
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import os
@@ -30,7 +31,7 @@ from rxhubs.transport._connection_string import parse_connection_string, redact
 if TYPE_CHECKING:
     from rxhubs.transport._hub import EventHub
 
-__all__ = ["CONNECTION_KEYS", "CREDENTIAL_KINDS", "Connection", "close_hub"]
+__all__ = ["CONNECTION_KEYS", "CREDENTIAL_KINDS", "Connection", "close_hub", "close_loop"]
 
 #: The option names this module reads (lower case); ``credentialfactory.*`` are the factory's own. The last
 #: four are refused by :class:`Connection` with a line that says what to use instead.
@@ -231,6 +232,30 @@ async def close_hub(hub: EventHub) -> None:
         close = getattr(getattr(hub, "_clients", None) and hub._clients.credential, "close", None)
         if close is not None and inspect.iscoroutinefunction(close):
             await close()
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what still runs on ``loop`` (a call a failed ``gather`` left behind), let it finish, close ``loop``.
+
+    What :func:`asyncio.run` does at its end, for the loops the data source runs by hand: a task left pending
+    on a closed loop is destroyed by the garbage collector later, its socket with it, in whatever code runs then.
+
+    Example:
+        >>> loop = asyncio.new_event_loop()
+        >>> left = loop.create_task(asyncio.sleep(3600))
+        >>> close_loop(loop)
+        >>> left.cancelled(), loop.is_closed()
+        (True, True)
+    """
+    try:
+        left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
 
 
 def _resolve_factory(spec: str) -> Any:

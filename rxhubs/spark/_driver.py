@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rxhubs._models import PartitionProperties, Position
-from rxhubs.spark._connection import close_hub
+from rxhubs.spark._connection import close_hub, close_loop
 from rxhubs.spark._ranges import Offset, first_sequence_number, next_sequence_number
 from rxhubs.spark._source_options import Start, _Options
 from rxhubs.spark._trace import process_started, span
@@ -68,7 +68,11 @@ class DriverSide:
                 self._ids = (list(await hub.get_partition_ids()), now)
         ids = self._ids[0]
         with span("management", call="partition properties", partitions=len(ids)):
-            props = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids))
+            answers = await asyncio.gather(*(hub.get_partition_properties(p) for p in ids), return_exceptions=True)
+        failed = [a for a in answers if isinstance(a, BaseException)]  # every call has ended: none left running
+        if failed:
+            raise failed[0]
+        props = [a for a in answers if not isinstance(a, BaseException)]
         read = {p.partition_id: p for p in props}
         self._recent = (read, time.monotonic())
         return read
@@ -118,4 +122,4 @@ class DriverSide:
         except Exception as exc:  # stopping must not fail the query's shutdown
             _log.debug("closing the eventhubs source failed: %s", self._options.redact(str(exc)))
         finally:
-            loop.close()
+            close_loop(loop)

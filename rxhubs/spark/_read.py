@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rxhubs.errors import RxHubsError
-from rxhubs.spark._connection import close_hub
+from rxhubs.spark._connection import close_hub, close_loop
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._source_options import _Options
 
@@ -117,4 +117,4 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
         try:
             loop.run_until_complete(close_hub(hub))  # closes the receiver too
         finally:
-            loop.close()
+            close_loop(loop)

@@ -145,7 +145,9 @@ class WorkerSessions:
         except Exception as exc:  # the worker is exiting: nothing to fail
             _log.debug("closing the worker's sessions failed: %r", exc)
         finally:
-            loop.close()
+            from rxhubs.spark._connection import close_loop  # (here: a worker that never closes never loads it)
+
+            close_loop(loop)
 
 
 async def usable(handler: Any) -> bool:

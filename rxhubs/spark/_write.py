@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rxhubs.errors import ConfigurationError, PublishError, RxHubsError
-from rxhubs.spark._connection import CONNECTION_KEYS, Connection, close_hub
+from rxhubs.spark._connection import CONNECTION_KEYS, Connection, close_hub, close_loop
 from rxhubs.spark._write_rows import Groups, Target
 from rxhubs.spark._write_rows import groups as rows_by_target
 from rxhubs.transport._producer import OversizedEventError
@@ -126,7 +126,7 @@ class _Sender:
             try:
                 loop.run_until_complete(close_hub(hub))
             finally:
-                loop.close()
+                close_loop(loop)
         return EventHubsCommitMessage(task, sent)
 
     async def _send(self, hub: Any, groups: Groups, task: int) -> None:

@@ -45,6 +45,9 @@ def test_a_query_s_management_calls_share_one_link_and_what_it_cannot_answer_fai
         try:
             with pytest.raises(RxHubsError):
                 reader.latestOffset(start, ReadAllAvailable())  # the link hands the refusal to the SDK's call
+            loop = reader._loop
+            assert loop is not None  # every partition's call has ended with the one that failed: none left behind
+            assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
         finally:
             emulator.faults.clear()
         assert link.requests == 5
