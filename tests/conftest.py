@@ -31,9 +31,13 @@ settings.load_profile("rxhubs")
 # scenarios, the discovery, Connect and cluster tests; spark-submit reads SPARK_SUBMIT_OPTS, a standalone master and
 # worker SPARK_DAEMON_JAVA_OPTS): the JIT's optimizing compiler (C2) and the parallel collector's threads spent more
 # CPU in them than they saved. With C1 alone and the serial collector tests/spark/test_source.py took 47 s of CPU
-# instead of 73 s, its JVM included (--cpu-durations, at load 6). The suite's JVMs only: rxhubs sets no JVM option.
+# instead of 73 s, its JVM included (--cpu-durations, at load 6). Nor do they verify the bytecode of Spark's own jars
+# (the JDK's classes never are): the Spark examples spark_parquet and spark_capture took 37 s of CPU instead of 39 s
+# (load 1). The suite's JVMs only: rxhubs sets no JVM option.
 for _name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
-    os.environ.setdefault(_name, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    os.environ.setdefault(
+        _name, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
+    )
 
 pytest_plugins = [
     "rxhubs.emulator.pytest_plugin", "tests.support.azurite", "tests.support.postgres", "tests.support.cpu_report"
