@@ -79,25 +79,25 @@ def split_plain(payload: bytes) -> tuple[dict[Any, Any], list[bytes]] | None:
                 ann = value
         pos = stop
     inner: list[bytes] = []
-    append = inner.append
-    unpack, plain = _I.unpack_from, _plain
-    while pos < end:
-        if not payload.startswith(_DATA_B0, pos) or pos + 8 > end:
-            return None
-        first = pos + 8
-        stop = first + unpack(payload, pos + 4)[0]
-        if stop > end or stop - first < 5:
-            return None
-        if payload.startswith(_DATA_B0, first):  # the usual event: one vbin32 data section, nothing else
-            if stop - first < 8 or first + 8 + unpack(payload, first + 4)[0] != stop:
+    append, starts, unpack, plain = inner.append, payload.startswith, _I.unpack_from, _plain
+    try:
+        while pos < end:
+            if not starts(_DATA_B0, pos):
                 return None
-            append(payload[first:stop])
-        else:
-            m = payload[first:stop]
-            if not plain(m):
+            first = pos + 8
+            stop = first + unpack(payload, pos + 4)[0]
+            if stop > end:
                 return None
-            append(m)
-        pos = stop
+            if starts(_DATA_B0, first) and first + 8 + unpack(payload, first + 4)[0] == stop:
+                append(payload[first:stop])  # the usual event: one vbin32 data section, nothing else
+            else:
+                m = payload[first:stop]
+                if not m or not plain(m):
+                    return None
+                append(m)
+            pos = stop
+    except struct.error:  # a size field past the end
+        return None
     return ann, inner
 
 
@@ -119,29 +119,28 @@ def stamp_run(
     key_pair = b"" if partition_key is None else _KEY_PAIR_START + encode_value(partition_key)
     count = 6 if partition_key is None else 8
     fixed = msg._FIXED_SIZE + len(key_pair)
-    starts: dict[int, bytes] = {}
+    around: dict[int, tuple[bytes, bytes]] = {}  # by the offset's digits: what goes before and after the seq
     tail = msg._K_TIME + _q.pack(t) + key_pair
     offsets, times, heads, bodies = lists
-    heads_by_size, stored, head_size, record = _delivery._HEADS, _delivery.stored, _delivery.HEAD, RECORD
-    pack, k_off, join = _q.pack, msg._K_OFF, b"".join
+    pack, join = _q.pack, b"".join
+    made: list[bytes] = []
+    keep, at = made.append, offsets.append
     seq = first_seq
     for m in messages:
         off = b"%d" % offset
-        n = len(off)
-        start = starts.get(n)
-        if start is None:
-            start = starts[n] = _annotations_start(fixed + n, count) + msg._K_SEQ
-        encoded = join((start, pack(seq), k_off, bytes((0xA1, n)), off, tail, m))
-        size = len(encoded)
-        head = heads_by_size.get(head_size + size)
-        if head is None:
-            head = stored(encoded, 0)[0]
-        offsets.append(offset)
-        times.append(t)
-        heads.append(head)
-        bodies.append(encoded)
-        if head_size + size > largest:
-            largest = head_size + size
-        offset += record + size
+        pieces = around.get(len(off))
+        if pieces is None:
+            n = len(off)
+            pieces = around[n] = (_annotations_start(fixed + n, count) + msg._K_SEQ, msg._K_OFF + bytes((0xA1, n)))
+        encoded = join((pieces[0], pack(seq), pieces[1], off, tail, m))
+        keep(encoded)
+        at(offset)
+        offset += RECORD + len(encoded)
         seq += 1
+    sizes = [_delivery.HEAD + size for size in map(len, made)]
+    shared = _delivery._HEADS
+    heads.extend([shared.get(size) or _delivery.stored(body, 0)[0] for size, body in zip(sizes, made, strict=True)])
+    bodies.extend(made)
+    times.extend([t] * len(made))
+    largest = max(largest, max(sizes, default=0))
     return offset, largest
