@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from rxhubs._rx._driver import current_stepper
+from rxhubs.stores import CheckpointStore
 
 __all__ = ["WRITES_IN_FLIGHT", "in_turn"]
 
@@ -32,12 +33,12 @@ T = TypeVar("T")
 #: Checkpoint writes per store in flight at once (per consumer process and event loop).
 WRITES_IN_FLIGHT = 16
 
-_gates: weakref.WeakKeyDictionary[object, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = (
+_gates: weakref.WeakKeyDictionary[CheckpointStore, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _gate(store: object) -> asyncio.Semaphore | None:
+def _gate(store: CheckpointStore) -> asyncio.Semaphore | None:
     if current_stepper() is not None:
         return None
     loop = asyncio.get_running_loop()
@@ -50,14 +51,14 @@ def _gate(store: object) -> asyncio.Semaphore | None:
     return entry[1]
 
 
-async def in_turn(store: object, write: Callable[[], Awaitable[T]]) -> T:
+async def in_turn(store: CheckpointStore, write: Callable[[], Awaitable[T]]) -> T:
     """Run ``write`` (one checkpoint write to ``store``) once fewer than :data:`WRITES_IN_FLIGHT` are in flight.
 
     Example:
         >>> import asyncio
-        >>> class Store: ...
+        >>> from rxhubs.stores import InMemoryCheckpointStore
         >>> async def main():
-        ...     store, peak, now = Store(), [0], [0]
+        ...     store, peak, now = InMemoryCheckpointStore(), [0], [0]
         ...     async def write():
         ...         now[0] += 1
         ...         peak[0] = max(peak[0], now[0])
