@@ -270,11 +270,11 @@ class BalancingLoop(RoundInputs):
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
-            # renewals, which the next round sends again
-            gains = set(decision.acquiring)
+            # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
+            gains, age = set(decision.acquiring), {pid: s.renewed_at for pid, s in self.sessions.items()}
             sent = [*releases, *([self._presence_record(presence, self.owner_id)] if presence_sent else []),
                     *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
-                            key=lambda o: o.partition_id not in gains)]
+                            key=lambda o: (o.partition_id not in gains, age.get(o.partition_id, 0.0)))]
             won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
                 releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
