@@ -242,6 +242,7 @@ class BalancingLoop(RoundInputs):
         """List, plan, claim, start what was gained. A failed store call schedules a retry; it never raises."""
         self._release_failed = False
         started = self._now()
+        listed = False
         try:
             self.calls.operation = "list"
             looked, self._looked = self._looked, None
@@ -253,6 +254,7 @@ class BalancingLoop(RoundInputs):
                 if read_ids is None:
                     return  # fatal: stop() was called
                 ids = read_ids
+            listed = True
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
@@ -280,6 +282,8 @@ class BalancingLoop(RoundInputs):
                 releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
                 won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]
         except Exception as exc:
+            if not listed and self._stopping is None:
+                await self._renew_unlisted()  # a renewal needs no listing (_holdings)
             self._round_failed(exc)
             return
         self._apply(decision, claims, releases, [*won, *handed.values(), *kept.values()], sent_at, kept,
