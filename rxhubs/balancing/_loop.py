@@ -284,6 +284,7 @@ class BalancingLoop(RoundInputs):
         except Exception as exc:
             if not listed and self._stopping is None:
                 await self._renew_unlisted()  # a renewal needs no listing (_holdings)
+                self.calls.operation = "list"  # what failed
             self._round_failed(exc)
             return
         self._apply(decision, claims, releases, [*won, *handed.values(), *kept.values()], sent_at, kept,
