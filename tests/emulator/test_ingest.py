@@ -21,7 +21,7 @@ from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import DecodeError, Symbol
 from rxhubs.emulator._encode import encode_value
 from rxhubs.emulator._hubs import Partition
-from rxhubs.emulator._ingest import RECORD, split_plain
+from rxhubs.emulator._ingest import _DURABLE, RECORD, split_plain
 
 _I = struct.Struct(">I")
 
@@ -33,10 +33,14 @@ def _data(body: bytes, wide: bool) -> bytes:
 
 
 def _batch(messages: list[bytes], key: str | None, header: bool) -> bytes:
+    """A batch message; a keyed one's events each start with the durable header and the key, as pyamqp writes."""
     outer = b"\x00\x53\x70\xc0\x02\x01\x41" if header else b""
+    prefix = b""
     if key is not None:
-        outer += b"\x00\x53\x72" + encode_value({Symbol("x-opt-partition-key"): key})
-    return outer + b"".join(b"\x00\x53\x75\xb0" + _I.pack(len(m)) + m for m in messages)
+        annotation = b"\x00\x53\x72" + encode_value({Symbol("x-opt-partition-key"): key})
+        outer += annotation
+        prefix = _DURABLE + annotation
+    return outer + b"".join(b"\x00\x53\x75\xb0" + _I.pack(len(prefix + m)) + prefix + m for m in messages)
 
 
 plain_messages = st.lists(
@@ -71,10 +75,10 @@ def test_plain_batches_are_stored_as_the_general_path_stores_them(batches: list[
                 assert split is None  # the general path refuses an empty message
                 continue
             assert split is not None
-            ann, inner = split
+            ann, inner, prefix = split
             assert inner == messages and msg.partition_key_of(ann) == key
             if inner:
-                assert fast.append_plain(inner, key)
+                assert fast.append_plain(inner, key, prefix)
             _general(payload, general)
     assert _stored(fast) == _stored(general)
     assert fast.times == general.times and fast.own_da == general.own_da == []
@@ -86,7 +90,9 @@ def test_same_bytes_with_properties_keys_and_growing_offsets() -> None:
         fast, general = Partition("h", "0", None), Partition("h", "0", None)
         with mock.patch.object(_hubs, "now_ms", lambda: 1_700_000_000_000):
             for _ in range(40):  # offsets grow across appends (and change width)
-                assert fast.append_plain(messages, key)
+                _, inner, prefix = split_plain(_batch(messages, key, False)) or ({}, [], b"")
+                assert inner == messages
+                assert fast.append_plain(inner, key, prefix)
                 _general(_batch(messages, key, False), general)
         assert _stored(fast) == _stored(general)
         assert len(str(fast.offsets[-1])) > len(str(fast.offsets[0]))
@@ -146,7 +152,7 @@ _sdk_values = (
 def test_batches_pyamqp_encodes_are_stored_alike_and_read_back_by_pyamqp(events: list[Any], key: str | None) -> None:
     """What azure-eventhub's ``EventDataBatch`` sends (the native send path writes the same bytes): both ingest
     paths store the same frames, and pyamqp's decoder reads every stored event back with its body and properties
-    (keyless events of 256 bytes or more are plain: the fast path; keyed ones carry a header and the key)."""
+    (events of 256 bytes or more, keyed or not, take the fast path)."""
     from azure.eventhub import EventData, EventDataBatch
     from azure.eventhub._pyamqp._decode import decode_payload
     from azure.eventhub._pyamqp._encode import encode_payload
@@ -161,12 +167,12 @@ def test_batches_pyamqp_encodes_are_stored_alike_and_read_back_by_pyamqp(events:
         batch.add(data)
     payload = bytes(encode_payload(bytearray(), batch._message))
     split = split_plain(payload)
-    if key is None and all(len(body) >= 256 for body, _ in events):
-        assert split is not None  # (the bench's events: the fast path is taken)
+    if all(len(body) >= 256 for body, _ in events):
+        assert split is not None  # (the bench's events, keyed or not: the fast path is taken)
     fast, general = Partition("h", "0", None), Partition("h", "0", None)
     with mock.patch.object(_hubs, "now_ms", lambda: 1_700_000_000_000):
         if split is not None:
-            assert fast.append_plain(split[1], msg.partition_key_of(split[0]))
+            assert fast.append_plain(split[1], msg.partition_key_of(split[0]), split[2])
         else:
             _general(payload, fast)
         _general(payload, general)
