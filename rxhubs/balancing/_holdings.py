@@ -347,6 +347,10 @@ class Holdings:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
         self._looks.after_round(self.last_plan, started)
         plan = self.last_plan
+        if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
+            log.debug("balancing: round %d took %.2f s: %d owners, target %d, own %d, claim %d, release %d (%d"
+                      " handed), awaiting %d", self.rounds, self._now() - started, len(plan.owners), plan.target,
+                      len(self.sessions), len(plan.claim), len(plan.release), len(plan.release_to), plan.awaiting)
         if plan is not None and plan.awaiting > 0 and self._stopping is None:
             self.listener.on_awaiting(plan.awaiting)
 

@@ -146,7 +146,8 @@ class BalancingLoop(RoundInputs):
         self._stopped_at = 0.0
         self._finished = False
         self._wake = Signal()
-        self._releases = Releases(self.calls.claim, self._forget_released, self._release_failed_with, self._wake.set)
+        self._releases = Releases(self.calls.claim_partly, self._forget_released, self._release_failed_with,
+                                  self._wake.set)
         #: The partition-id refresh in flight (under asyncio), which a round does not wait for.
         self._refresh: asyncio.Future[tuple[str, ...] | None] | None = None
         self._watchdog: abc.DisposableBase | None = None
