@@ -101,10 +101,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 #: 103189a: the 50 slowest, setup and call), by node id, by node id without its parameters, or by module (each of
 #: its tests): only to start the longest work units first. Less what later changes took out: the discovery test's
 #: own package build (354 s; tests/test_build.py's set-up makes the one build), the second sdist install of
-#: tests/test_build.py (120 s), a quarter of the Delta exit test (its children are forked). The other entries,
+#: tests/test_build.py (120 s), a quarter of the Delta exit test (its children are forked), the build's C
+#: optimization (tests/support/package.py: 165 -> 54 s at load 6-12). The other entries,
 #: under 21 s there, count 20 at most. Any other test counts :data:`_OTHER_SECONDS`.
 _SECONDS: dict[str, float] = {
-    "tests/test_build.py::test_the_build_has_no_deprecation_warning": 354,
+    "tests/test_build.py::test_the_build_has_no_deprecation_warning": 150,
     "tests/emulator/test_official_live_tests.py::test_the_official_live_tests_that_need_tls_pass_unmodified_against_the_emulator":
         284,
     "tests/test_build.py::test_wheel_and_sdist_install_into_a_clean_venv_and_run_an_example": 249,
@@ -194,6 +195,13 @@ def _unit_seconds(nodeids: Any) -> float:
     return total
 
 
+#: Tests of tests/spark/ that start Spark processes of their own and never use the session's JVM (a Connect server
+#: and its driver; a standalone cluster's master, worker and driver): they run in the bench's lane, one after the
+#: other. Among the session's users they made that lane the suite's longest (its 83 tests about 1,400 s of a 1,750 s
+#: run at load 10-23, 2026-11-29); by CPU (--cpu-durations) the three lanes now hold about the same: the
+#: session's users ~180 s, the bench's ~160 s, the examples' ~165 s.
+_OWN_DRIVERS = ("tests/spark/test_connect.py", "tests/spark/test_cluster.py")
+
 _SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")
 
 
@@ -213,16 +221,16 @@ def _scope(root: Path, nodeid: str) -> str:
 
     * the Spark session's users (the modules of tests/spark/ marked ``spark``: one JVM, not one per worker; the
       plain-Python modules there, Arrow builders and write marbles, are units of their own like any test);
-    * the tests that start Spark drivers of their own, in two lanes (by their ids: the bench's Spark scenarios;
-      the Spark examples and the fresh-driver discovery test, last: it waits for the package build), so that
-      no more than three JVMs start at once (on two cores, more and Spark's Python workers miss their
-      connect-back timeout);
+    * the tests that start Spark drivers of their own, in two lanes (by their ids: the bench's Spark scenarios,
+      the Connect and cluster tests, :data:`_OWN_DRIVERS`; the Spark examples and the
+      fresh-driver discovery test, last: it waits for the package build), so that no more than three JVMs
+      start at once (on two cores, more and Spark's Python workers miss their connect-back timeout);
     * the tests of a module with a module-scoped fixture (set up once, as the module expects).
 
     Any other test is a unit of its own.
     """
     module = nodeid.split("::", 1)[0]
-    if "[spark" in nodeid and module == "tests/bench/test_bench_smoke.py":
+    if ("[spark" in nodeid and module == "tests/bench/test_bench_smoke.py") or module in _OWN_DRIVERS:
         return "Spark drivers: bench"
     if "[spark" in nodeid or module == "tests/spark/test_discovery.py":
         return "Spark drivers: examples, discovery"

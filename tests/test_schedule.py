@@ -58,3 +58,17 @@ def test_the_build_goes_out_among_the_first_and_its_other_user_waits_at_the_end_
     lane = {_scope(ROOT, item.nodeid) for item in (discovery, *examples)}
     assert lane == {"Spark drivers: examples, discovery"}
     assert sorted([discovery, *examples], key=_weight)[-1] is discovery
+
+
+def test_the_three_spark_lanes_take_about_as_long_each() -> None:
+    # each lane runs on one worker, one test after the other: the longest is the suite's floor. The session's users
+    # with the Connect and cluster tests among them took 1.9 times the bench's lane
+    lanes: dict[str, float] = {}
+    for key, seconds in _SECONDS.items():
+        unit = _scope(ROOT, key if "::" in key else f"{key}::test_x")
+        if unit in ("tests/spark/", "Spark drivers: bench", "Spark drivers: examples, discovery"):
+            lanes[unit] = lanes.get(unit, 0) + seconds
+    assert len(lanes) == 3 and max(lanes.values()) < 1.4 * min(lanes.values()), lanes
+    for module in ("tests/spark/test_connect.py", "tests/spark/test_cluster.py"):  # no session, JVMs of their own
+        assert not re.search(r"\bspark: Any", (ROOT / module).read_text("utf-8"))
+        assert _scope(ROOT, f"{module}::test_x") == "Spark drivers: bench"

@@ -160,14 +160,14 @@ class Partition:
         self.heads.append(head)
         self.bodies.append(body)
 
-    def append_plain(self, messages: list[bytes], partition_key: str | None) -> bool:
+    def append_plain(self, messages: list[bytes], partition_key: str | None, prefix: bytes = b"") -> bool:
         """:meth:`append` of plain messages in one loop (:mod:`~rxhubs.emulator._ingest`); False: not here."""
         if self._fd is not None or self.segment or not messages:  # a log file, geo offsets: the general path
             return False
         t, first_seq = max(now_ms(), self.times[-1] if self.times else 0), self.next_sequence_number
         lists = (self.offsets, self.times, self.heads, self.bodies)
         self.next_offset, self.largest_frame = stamp_run(
-            messages, first_seq, self.next_offset, t, partition_key, lists, self.largest_frame)
+            messages, first_seq, self.next_offset, t, partition_key, lists, self.largest_frame, prefix)
         self._appended(first_seq, len(messages), t)
         return True
 

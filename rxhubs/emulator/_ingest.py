@@ -27,6 +27,7 @@ _q = struct.Struct(">q")
 _II = struct.Struct(">II")
 _DATA = b"\x00\x53\x75"
 _DATA_B0 = b"\x00\x53\x75\xb0"
+_DURABLE = b"\x00\x53\x70\xc0\x07\x05\x56\x01\x40\x40\x40\x40"  # a header: durable, the rest null (pyamqp's)
 _APP = b"\x00\x53\x74"
 _ANN = b"\x00\x53\x72"
 _KEY_PAIR_START = msg._K_KEY
@@ -56,9 +57,11 @@ def _plain(m: bytes) -> bool:
     return False
 
 
-def split_plain(payload: bytes) -> tuple[dict[Any, Any], list[bytes]] | None:
-    """The outer annotations and inner messages of a batch whose every message is plain; None for the general path.
+def split_plain(payload: bytes) -> tuple[dict[Any, Any], list[bytes], bytes] | None:
+    """The outer annotations, inner messages and their prefix of a batch of plain messages; None: the general path.
 
+    A keyed batch's messages (as azure-eventhub and the native send path write them) each start with the same
+    prefix, the durable header and the batch's partition key annotation: it is returned, each message without it.
     The same checks as ``msg.split_batch`` and ``msg.prepare``: a payload they would refuse is never plain here.
     """
     end = len(payload)
@@ -78,16 +81,19 @@ def split_plain(payload: bytes) -> tuple[dict[Any, Any], list[bytes]] | None:
             if isinstance(value, dict):
                 ann = value
         pos = stop
+    key = msg.partition_key_of(ann)
+    prefix = b"" if key is None else _DURABLE + _ANN + encode_value({msg.PROP_KEY: key})  # each keyed message's
+    skip = len(prefix)
     inner: list[bytes] = []
     append, starts, unpack, plain = inner.append, payload.startswith, _I.unpack_from, _plain
     try:
         while pos < end:
             if not starts(_DATA_B0, pos):
                 return None
-            first = pos + 8
-            stop = first + unpack(payload, pos + 4)[0]
-            if stop > end:
+            stop = pos + 8 + unpack(payload, pos + 4)[0]
+            if stop > end or (skip and not starts(prefix, pos + 8)):
                 return None
+            first = pos + 8 + skip
             if starts(_DATA_B0, first) and first + 8 + unpack(payload, first + 4)[0] == stop:
                 append(payload[first:stop])  # the usual event: one vbin32 data section, nothing else
             else:
@@ -98,7 +104,7 @@ def split_plain(payload: bytes) -> tuple[dict[Any, Any], list[bytes]] | None:
             pos = stop
     except struct.error:  # a size field past the end
         return None
-    return ann, inner
+    return ann, inner, prefix
 
 
 def _annotations_start(body_size: int, count: int) -> bytes:
@@ -109,11 +115,12 @@ def _annotations_start(body_size: int, count: int) -> bytes:
 
 def stamp_run(
     messages: list[bytes], first_seq: int, offset: int, t: int, partition_key: str | None,
-    lists: tuple[list[int], list[int], list[bytes], list[bytes]], largest: int,
+    lists: tuple[list[int], list[int], list[bytes], list[bytes]], largest: int, prefix: bytes = b"",
 ) -> tuple[int, int]:
     """Stamp and keep plain ``messages`` (appended to ``lists``: offsets, times, heads, bodies) in one loop.
 
-    ``messages``: plain messages (:func:`split_plain`); each is stamped as ``msg.stamp`` stamps its ``Prepared``.
+    ``messages``: plain messages (:func:`split_plain`), each after ``prefix``; each is stamped as ``msg.stamp``
+    stamps its ``Prepared`` (the prefix's header kept, its key annotation among the stamped ones).
     Returns the next offset and the largest frame.
     """
     key_pair = b"" if partition_key is None else _KEY_PAIR_START + encode_value(partition_key)
@@ -125,7 +132,8 @@ def stamp_run(
     pack, join = _q.pack, b"".join
     made: list[bytes] = []
     keep, at = made.append, offsets.append
-    seq = first_seq
+    header = prefix[: len(_DURABLE)]
+    seq, extra = first_seq, len(header)
     for m in messages:
         off = b"%d" % offset
         pieces = around.get(len(off))
@@ -135,11 +143,18 @@ def stamp_run(
         encoded = join((pieces[0], pack(seq), pieces[1], off, tail, m))
         keep(encoded)
         at(offset)
-        offset += RECORD + len(encoded)
+        offset += RECORD + extra + len(encoded)
         seq += 1
-    sizes = [_delivery.HEAD + size for size in map(len, made)]
-    shared = _delivery._HEADS
-    heads.extend([shared.get(size) or _delivery.stored(body, 0)[0] for size, body in zip(sizes, made, strict=True)])
+    sizes = [_delivery.HEAD + extra + size for size in map(len, made)]
+    if header:  # the header goes in the frame's head (before where delivery annotations go)
+        by_size: dict[int, bytes] = {}
+        for size, body in zip(sizes, made, strict=True):
+            if size not in by_size:
+                by_size[size] = _delivery.stored(header + body, extra)[0]
+        heads.extend([by_size[size] for size in sizes])
+    else:
+        shared = _delivery._HEADS
+        heads.extend([shared.get(size) or _delivery.stored(body, 0)[0] for size, body in zip(sizes, made, strict=True)])
     bodies.extend(made)
     times.extend([t] * len(made))
     largest = max(largest, max(sizes, default=0))

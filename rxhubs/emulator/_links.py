@@ -166,7 +166,7 @@ class IncomingLink(Link):
         plain = split_plain(payload) if batch else None  # the usual batch: plain events, stamped in one loop
         items: list[msg.Prepared] = []
         if plain is not None:
-            outer_ann, inner = plain
+            outer_ann, inner, prefix = plain
         elif batch:
             outer_ann, inner = msg.split_batch(payload)
             items = [msg.prepare(m) for m in inner]
@@ -177,8 +177,8 @@ class IncomingLink(Link):
             return
         key = msg.partition_key_of(outer_ann)
         partition = self.partition if self.partition is not None else self.hub.route(key)
-        if plain is None or not partition.append_plain(inner, key):
-            partition.append(items or [msg.prepare(m) for m in inner], key)
+        if plain is None or not partition.append_plain(inner, key, prefix):
+            partition.append(items or [msg.prepare(prefix + m) for m in inner], key)
 
 
 class ReplyLink(Link):
