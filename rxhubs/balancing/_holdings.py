@@ -13,7 +13,7 @@ from rxhubs._rx import Signal
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
-from rxhubs.balancing._records import next_round, split_won
+from rxhubs.balancing._records import fresh, next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import Fenced, StoreCalls
 from rxhubs.errors import OwnershipLostError, StateError
@@ -51,6 +51,7 @@ class Holdings:
     _watchdog: abc.DisposableBase | None
     _finished: bool
     _expiry: float  # the ownership expiration less the store's timestamp resolution
+    _times: tuple[float, float]  # the interval and the expiry: what fresh() weighs
     store: CheckpointStore
     calls: StoreCalls
     _stopping: RevokeReason | None
@@ -110,6 +111,30 @@ class Holdings:
             elif session.drain():
                 self.listener.on_revoke(session, "handover")
         self.rounds += 1
+
+    async def _renew_unlisted(self) -> None:
+        """The round's listing failed: renew what this consumer holds anyway, with the etags of its last renewals.
+
+        A renewal needs no listing: it is a compare-and-swap on this consumer's own record, refused if anyone changed
+        the record meanwhile. So a store that answers writes but not listings in time (listing 512 ownership blobs
+        on a loaded Azurite took past the 10 s timeout) no longer lets this consumer's partitions expire while it
+        reads them. A renewal refused or unanswered is left as it is: the next round's listing says who owns what.
+        """
+        now = self._now()
+        records = [s.record for s in self.sessions.values()
+                   if not s.ready and s.record.etag is not None and not fresh(s.renewed_at, now, *self._times)]
+        if not records:
+            return
+        try:
+            won, _ = await self.calls.claim_partly(records)
+        except Exception as exc:  # the round's failure is reported; this was only a shortcut
+            log.debug("balancing: renewing without a listing failed (%s)", exc)
+            return
+        for record in won:
+            session = self.sessions.get(record.partition_id)
+            if session is not None and not session.ready:
+                session.record, session.renewed_at = record, now
+        log.info("balancing: the listing failed; renewed %d of %d partitions without it", len(won), len(records))
 
     def _start_claimed(self, checkpoints: dict[str, Checkpoint]) -> None:
         """Hand each partition just gained to the listener, with its stored checkpoint."""
@@ -347,6 +372,10 @@ class Holdings:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
         self._looks.after_round(self.last_plan, started)
         plan = self.last_plan
+        if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
+            log.debug("balancing: round %d took %.2f s: %d owners, target %d, own %d, claim %d, release %d (%d"
+                      " handed), awaiting %d", self.rounds, self._now() - started, len(plan.owners), plan.target,
+                      len(self.sessions), len(plan.claim), len(plan.release), len(plan.release_to), plan.awaiting)
         if plan is not None and plan.awaiting > 0 and self._stopping is None:
             self.listener.on_awaiting(plan.awaiting)
 

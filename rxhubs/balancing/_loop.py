@@ -146,7 +146,8 @@ class BalancingLoop(RoundInputs):
         self._stopped_at = 0.0
         self._finished = False
         self._wake = Signal()
-        self._releases = Releases(self.calls.claim, self._forget_released, self._release_failed_with, self._wake.set)
+        self._releases = Releases(self.calls.claim_partly, self._forget_released, self._release_failed_with,
+                                  self._wake.set)
         #: The partition-id refresh in flight (under asyncio), which a round does not wait for.
         self._refresh: asyncio.Future[tuple[str, ...] | None] | None = None
         self._watchdog: abc.DisposableBase | None = None
@@ -241,6 +242,7 @@ class BalancingLoop(RoundInputs):
         """List, plan, claim, start what was gained. A failed store call schedules a retry; it never raises."""
         self._release_failed = False
         started = self._now()
+        listed = False
         try:
             self.calls.operation = "list"
             looked, self._looked = self._looked, None
@@ -252,6 +254,7 @@ class BalancingLoop(RoundInputs):
                 if read_ids is None:
                     return  # fatal: stop() was called
                 ids = read_ids
+            listed = True
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             self._presence_listed = presence
@@ -269,16 +272,19 @@ class BalancingLoop(RoundInputs):
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
-            # renewals, which the next round sends again
-            gains = set(decision.acquiring)
+            # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
+            gains, age = set(decision.acquiring), {pid: s.renewed_at for pid, s in self.sessions.items()}
             sent = [*releases, *([self._presence_record(presence, self.owner_id)] if presence_sent else []),
                     *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
-                            key=lambda o: o.partition_id not in gains)]
+                            key=lambda o: (o.partition_id not in gains, age.get(o.partition_id, 0.0)))]
             won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
                 releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
                 won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]
         except Exception as exc:
+            if not listed and self._stopping is None:
+                await self._renew_unlisted()  # a renewal needs no listing (_holdings)
+                self.calls.operation = "list"  # what failed
             self._round_failed(exc)
             return
         self._apply(decision, claims, releases, [*won, *handed.values(), *kept.values()], sent_at, kept,

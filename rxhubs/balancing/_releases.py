@@ -8,25 +8,39 @@ events/s. So under asyncio each release is sent as soon as its partitions are re
 and a round begins only once every release in flight is answered (:meth:`Releases.landed`): its claim never
 carries a record that a release is changing. In virtual time releases run one after another, as before
 (:meth:`Releases.run`).
+
+**A release partly answered counts for what was answered.** A release of many records goes out in calls of 32
+(:meth:`StoreCalls.claim_partly <rxhubs.balancing._store_calls.StoreCalls.claim_partly>`); on a slow store some
+calls time out, or are not sent once the release has taken the store timeout. The records answered are released
+(forgotten at once); only the others stay ready, and go out with the next round. When one failed call failed the
+whole release, an owner handing 896 partitions over kept every one of them ready, re-sent all of them (the written
+ones only to be refused) at its next round, where they crowded the same deadline again, and partitions whose release
+never went out expired, read again by their next owners from the checkpoint before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from rxhubs._models import Ownership
+from rxhubs.errors import StoreError
 
 __all__ = ["Releases"]
+
+log = logging.getLogger("rxhubs.balancing")
 
 
 class Releases:
     """The releases of one balancing loop that are in flight, and what to do with each answer.
 
     Args:
-        claim: Sends records in one ``claim_ownership`` call (the loop's bounded store call).
-        on_released: Called with the records once their release was answered.
-        on_failed: Called with the records and the error if it failed (the loop retries at its next round).
+        claim: Sends records in ``claim_ownership`` calls (the loop's bounded store calls); returns the records won
+            and those left unanswered (a call failed or was not sent), and raises if no call was answered.
+        on_released: Called with the records whose release was answered (written, or refused: changed meanwhile).
+        on_failed: Called with the records left unanswered and the error (the loop retries at its next round).
         wake: Wakes the loop (a release answered: more may be ready, or a round may now begin).
 
     Example:
@@ -35,6 +49,7 @@ class Releases:
         >>> sent, done = [], []
         >>> async def claim(records):
         ...     sent.append([r.partition_id for r in records])
+        ...     return list(records), []
         >>> releases = Releases(claim, lambda rs: done.extend(r.partition_id for r in rs),
         ...                     lambda rs, e: None, lambda: None)
         >>> async def main():
@@ -49,7 +64,7 @@ class Releases:
 
     def __init__(
         self,
-        claim: Callable[[list[Ownership]], Awaitable[object]],
+        claim: Callable[[list[Ownership]], Awaitable[tuple[list[Ownership], list[Ownership]]]],
         on_released: Callable[[list[Ownership]], None],
         on_failed: Callable[[list[Ownership], Exception], None],
         wake: Callable[[], None],
@@ -72,19 +87,28 @@ class Releases:
         task.add_done_callback(self._tasks.discard)
 
     async def run(self, releases: list[Ownership]) -> None:
-        """Release ``releases`` now; return once answered (the outcome goes to ``on_released`` or ``on_failed``)."""
+        """Release ``releases`` now; return once answered (``on_released`` / ``on_failed`` get what came of each)."""
         if not releases:
             return
         ids = {r.partition_id for r in releases}
         self.in_flight.update(ids)
+        began = time.monotonic()
+        failure: Exception | None = None
         try:
-            await self._claim(releases)
+            won, unanswered = await self._claim(releases)
         except Exception as exc:
-            self.in_flight.difference_update(ids)
-            self._on_failed(releases, exc)
-        else:
-            self.in_flight.difference_update(ids)
-            self._on_released(releases)
+            won, unanswered, failure = [], releases, exc
+        self.in_flight.difference_update(ids)
+        missed = {r.partition_id for r in unanswered}
+        answered = [r for r in releases if r.partition_id not in missed]
+        if log.isEnabledFor(logging.DEBUG):
+            kept = {r.partition_id for r in won}
+            log.debug("balancing: released %d of %d partitions in %.2f s (%d refused: changed meanwhile)",
+                      len(answered), len(releases), time.monotonic() - began, len(ids - missed - kept))
+        if answered:
+            self._on_released(answered)
+        if unanswered:
+            self._on_failed(unanswered, failure or StoreError(f"claim_ownership: {len(missed)} releases not answered"))
         self._wake()
 
     async def landed(self) -> None:

@@ -255,7 +255,7 @@ class PartitionSession:
 
                 def failed(exc: Exception) -> None:
                     if finished:  # the write the release named failed: the recipient starts there anyway
-                        log.debug("partition %s: the last checkpoint write failed after the handover: %s",
+                        log.warning("partition %s: the last checkpoint write failed after the handover: %s",
                                   self.partition_id, exc)
                         return
                     log.warning("partition %s: checkpoint flush before release failed: %s", self.partition_id, exc)

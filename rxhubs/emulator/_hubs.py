@@ -24,6 +24,7 @@ from rxhubs.emulator import _delivery
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, Timestamp
 from rxhubs.emulator._geo import offset_text, restamp
+from rxhubs.emulator._ingest import stamp_run
 from rxhubs.emulator._partition_key import partition_for_key
 from rxhubs.emulator._retention import Retention, expire
 from rxhubs.emulator._selectors import StartPosition
@@ -159,6 +160,17 @@ class Partition:
         self.heads.append(head)
         self.bodies.append(body)
 
+    def append_plain(self, messages: list[bytes], partition_key: str | None, prefix: bytes = b"") -> bool:
+        """:meth:`append` of plain messages in one loop (:mod:`~rxhubs.emulator._ingest`); False: not here."""
+        if self._fd is not None or self.segment or not messages:  # a log file, geo offsets: the general path
+            return False
+        t, first_seq = max(now_ms(), self.times[-1] if self.times else 0), self.next_sequence_number
+        lists = (self.offsets, self.times, self.heads, self.bodies)
+        self.next_offset, self.largest_frame = stamp_run(
+            messages, first_seq, self.next_offset, t, partition_key, lists, self.largest_frame, prefix)
+        self._appended(first_seq, len(messages), t)
+        return True
+
     def append(self, messages: list[msg.Prepared], partition_key: str | None) -> None:
         """Append messages, stamping each with its Event Hubs annotations (and writing them when durable).
 
@@ -190,8 +202,11 @@ class Partition:
             largest = max(largest, len(head) + len(body))
         self.largest_frame = largest
         self.next_offset = offset
+        self._appended(first_seq, len(records), t)
+
+    def _appended(self, first_seq: int, count: int, t: int) -> None:
         for listener in self.listeners:
-            listener(self, first_seq, len(records))
+            listener(self, first_seq, count)
         if self.retention.limited:
             expire(self, self.retention, t)
         if self._signal is not None and not self._signal.done():

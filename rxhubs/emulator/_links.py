@@ -19,6 +19,7 @@ from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, DecodeError
 from rxhubs.emulator._hubs import Hub, Partition, now_ms
+from rxhubs.emulator._ingest import split_plain
 from rxhubs.emulator._selectors import StartPosition
 
 if TYPE_CHECKING:
@@ -162,17 +163,22 @@ class IncomingLink(Link):
 
     def _append(self, payload: bytes, batch: bool) -> None:
         assert self.hub is not None
-        if batch:
+        plain = split_plain(payload) if batch else None  # the usual batch: plain events, stamped in one loop
+        items: list[msg.Prepared] = []
+        if plain is not None:
+            outer_ann, inner, prefix = plain
+        elif batch:
             outer_ann, inner = msg.split_batch(payload)
             items = [msg.prepare(m) for m in inner]
         else:
             single = msg.prepare(payload)
-            outer_ann, items = single.annotations, [single]
-        if not items:
+            outer_ann, inner, items = single.annotations, [payload], [single]
+        if not inner:
             return
         key = msg.partition_key_of(outer_ann)
         partition = self.partition if self.partition is not None else self.hub.route(key)
-        partition.append(items, key)
+        if plain is None or not partition.append_plain(inner, key, prefix):
+            partition.append(items or [msg.prepare(prefix + m) for m in inner], key)
 
 
 class ReplyLink(Link):

@@ -24,6 +24,7 @@ from rxhubs._models import Checkpoint, Event, Ownership, PartitionContext
 from rxhubs._rx import deadline
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
+from rxhubs.operators._write_gate import in_turn
 from rxhubs.state._committed import CommittedState
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StatefulCheckpointStore
 
@@ -115,7 +116,7 @@ def store_write(
     state: bytes | None,
     limit: float,
 ) -> Coroutine[Any, Any, None]:
-    """One store call, bounded by ``limit`` seconds: the pair (``commit_state``), fenced, or plain."""
+    """One store call, bounded by ``limit`` seconds from its turn: the pair (``commit_state``), fenced, or plain."""
 
     def call() -> Coroutine[Any, Any, None]:
         if period is not None and state is not None:
@@ -124,10 +125,13 @@ def store_write(
             return cast(FencedCheckpointStore, store).update_checkpoint_fenced(checkpoint, period)
         return store.update_checkpoint(checkpoint)
 
+    async def timed() -> None:
+        async with deadline(limit):
+            await call()
+
     async def bounded() -> None:
         try:
-            async with deadline(limit):
-                await call()
+            await in_turn(store, timed)  # the timeout runs from the write's turn (_write_gate)
         except TimeoutError:
             raise StoreError(
                 f"checkpoint of partition {checkpoint.partition_id} did not answer within {limit:.1f} s"

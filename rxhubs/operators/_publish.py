@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reactivex import Observable, abc
@@ -16,6 +16,7 @@ from rxhubs._rx._driver import current_stepper
 from rxhubs.errors import ConfigurationError, PublishError
 from rxhubs.operators._base import stateful_operator
 from rxhubs.operators._processor import PoisonHandler, Processor, sequence_span
+from rxhubs.operators._publish_columns import ColumnGroups, add_columns, as_bytes, as_columns
 from rxhubs.transport._publisher import OutgoingEvent, Publisher, check_routing
 
 __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_grouped"]
@@ -28,6 +29,7 @@ LINGER = 0.02
 
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
 Groups = dict[Route, list[OutgoingEvent]]  # events by routing, each list in source order
+SendGroups = Mapping[Route, Sequence[OutgoingEvent]]  # the same, or columns (an rxhubs.EventHub target)
 
 
 def as_publisher(target: Any) -> Publisher:
@@ -67,7 +69,7 @@ def target_name(target: Any) -> str:
     return str(getattr(target, "eventhub_name", None) or repr(target))
 
 
-async def send_grouped(target: Publisher, groups: Groups) -> None:
+async def send_grouped(target: Publisher, groups: SendGroups) -> None:
     """Send each group with its routing, each in order; groups concurrently under asyncio, in turn in virtual time.
 
     Every group is finished (sent or failed) before this returns or raises the first failure.
@@ -78,7 +80,7 @@ async def send_grouped(target: Publisher, groups: Groups) -> None:
         return
     limit = asyncio.Semaphore(MAX_SENDS)
 
-    async def one(route: Route, events: list[OutgoingEvent]) -> None:
+    async def one(route: Route, events: Sequence[OutgoingEvent]) -> None:
         async with limit:
             await target.publish(events, partition_id=route[0], partition_key=route[1])
 
@@ -86,16 +88,6 @@ async def send_grouped(target: Publisher, groups: Groups) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise ConfigurationError(f"publish: body must return bytes, str or None, got {type(value).__name__}")
 
 
 def _option(value: Any, name: str, kinds: tuple[type, ...]) -> Callable[[Event], Any] | None:
@@ -129,8 +121,10 @@ class _Publish:
         # azure-eventhub's producer sends one batch at a time unless a partition id is given (a lock held for
         # the whole send): a lane lingers a moment, waits its turn, then takes every batch queued by then. The
         # native send path has several sends in flight on a link: once it sends, the lanes no longer wait.
-        serial = type(target).__module__.startswith("rxhubs.transport") and partition_id is None
-        self.gate: _Gate | None = _Gate(target) if serial else None
+        native = type(target).__module__.startswith("rxhubs.transport")
+        self.gate: _Gate | None = _Gate(target) if native and partition_id is None else None
+        # an rxhubs.EventHub's sends take columns (its native path encodes them without an object per event)
+        self.columns = native and getattr(target, "_senders", None) is not None
 
     def groups(self, batch: EventBatch, groups: Groups) -> Groups:
         """Add ``batch``'s outgoing events to ``groups``, by routing."""
@@ -141,7 +135,7 @@ class _Publish:
                 made = self.body(event)
                 if made is None:
                     continue  # the function dropped it
-                body = _as_bytes(made)
+                body = as_bytes(made)
             props = event.properties if self.properties is None else self.properties(event)
             pid = self.partition_id(event) if self.partition_id is not None else None
             key = self.partition_key(event) if self.partition_key is not None else None
@@ -152,11 +146,22 @@ class _Publish:
     async def __call__(self, batch: EventBatch) -> None:
         await self.send([batch])
 
+    def column_groups(self, batches: list[EventBatch]) -> SendGroups:
+        columns: ColumnGroups = {}
+        for batch in batches:
+            add_columns(batch, columns, self.body, self.partition_key, self.partition_id, self.properties, _own_key)
+        return {route: as_columns(*group) for route, group in columns.items()}
+
     async def send(self, batches: list[EventBatch]) -> None:
         """Publish the events of ``batches`` (consecutive, of one partition), routing by routing, in order."""
-        groups: Groups = {}
-        for batch in batches:
-            self.groups(batch, groups)
+        groups: SendGroups
+        if self.columns:
+            groups = self.column_groups(batches)
+        else:
+            lists: Groups = {}
+            for batch in batches:
+                self.groups(batch, lists)
+            groups = lists
         if not groups:
             return
         try:

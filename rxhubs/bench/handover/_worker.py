@@ -349,6 +349,9 @@ def main() -> None:
     parser.add_argument("--unfenced", action="store_true", help="rxhubs: the store without its fence (comparison)")
     args = parser.parse_args()
     record = Record(args.owner if args.impl == "rxhubs" else None)
+    if os.environ.get("RXHUBS_BENCH_BALANCING_LOG"):  # the balancing loop's log (rounds, losses), with wall times
+        logging.basicConfig(level=logging.WARNING, format="%(created).3f %(name)s %(message)s")
+        logging.getLogger("rxhubs.balancing").setLevel(logging.DEBUG)
     if os.environ.get("RXHUBS_BENCH_DEBUG"):  # the consumer's log, with wall times, on stderr
         logging.basicConfig(level=logging.DEBUG, format="%(created).3f %(name)s %(message)s")
         for noisy in ("azure", "asyncio", "uamqp"):

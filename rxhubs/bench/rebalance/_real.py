@@ -27,6 +27,12 @@ Figures, each from this one run:
   processed (target 0).
 
 The machine's load average is printed beside the figures: this runs many processes on a shared machine.
+
+For development (none of them changes a figure's meaning): ``RXHUBS_BENCH_SCALE_INTERVAL`` sets the load-balancing
+interval instead of the guidance's (e.g. 10.24 with ``--partitions 256``, to see a large hub's timing at a quarter of
+its cost); ``RXHUBS_BENCH_BALANCING_LOG=1`` has each worker log its balancing rounds (how long each took, what it
+planned), its releases and its losses, with wall times, into ``RXHUBS_BENCH_WORKER_LOGS``; ``RXHUBS_BENCH_KEEP`` keeps
+each worker's record (what it processed and when, its store writes that moved a partition).
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ def settings(partitions: int) -> tuple[float, float, float]:
         >>> settings(32), settings(1024)
         ((2.0, 12.0, 6.0), (10.24, 61.44, 30.72))
     """
-    interval = max(2.0, partitions / 100)
+    interval = float(os.environ.get("RXHUBS_BENCH_SCALE_INTERVAL") or max(2.0, partitions / 100))
     return interval, 6 * interval, max(5.0, 3 * interval)
 
 
