@@ -16,7 +16,7 @@ from rxhubs._rx._driver import current_stepper
 from rxhubs.errors import ConfigurationError, PublishError
 from rxhubs.operators._base import stateful_operator
 from rxhubs.operators._processor import PoisonHandler, Processor, sequence_span
-from rxhubs.operators._publish_columns import ColumnGroups, add_columns, as_bytes, as_columns
+from rxhubs.operators._publish_columns import ColumnGroups, add_columns, as_columns, outgoing
 from rxhubs.transport._publisher import OutgoingEvent, Publisher, check_routing
 
 __all__ = ["OutgoingEvent", "Publisher", "as_publisher", "publish", "send_grouped"]
@@ -128,19 +128,8 @@ class _Publish:
 
     def groups(self, batch: EventBatch, groups: Groups) -> Groups:
         """Add ``batch``'s outgoing events to ``groups``, by routing."""
-        for event in batch.events:
-            if self.body is None:
-                body = event.body
-            else:
-                made = self.body(event)
-                if made is None:
-                    continue  # the function dropped it
-                body = as_bytes(made)
-            props = event.properties if self.properties is None else self.properties(event)
-            pid = self.partition_id(event) if self.partition_id is not None else None
-            key = self.partition_key(event) if self.partition_key is not None else None
-            check_routing(pid, key)
-            groups.setdefault((pid, key), []).append(OutgoingEvent(body, props or {}))
+        for route, body, props in outgoing(batch, self.body, self.partition_key, self.partition_id, self.properties):
+            groups.setdefault(route, []).append(OutgoingEvent(body, props or {}))  # (a mapping of its own)
         return groups
 
     async def __call__(self, batch: EventBatch) -> None:

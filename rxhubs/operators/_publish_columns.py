@@ -11,14 +11,14 @@ the partition key from their annotations.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rxhubs._batch import EventBatch
 from rxhubs.errors import ConfigurationError
 from rxhubs.transport._publisher import EventColumns, check_routing
 
-__all__ = ["ColumnGroups", "add_columns", "as_bytes", "as_columns"]
+__all__ = ["ColumnGroups", "add_columns", "as_bytes", "as_columns", "outgoing"]
 
 Route = tuple[str | None, str | None]  # (partition_id, partition_key)
 #: Events by routing, as (bodies, properties mappings), each in source order.
@@ -66,15 +66,11 @@ def _own(batch: EventBatch, groups: ColumnGroups) -> None:
         props.append(properties)
 
 
-def add_columns(
-    batch: EventBatch, groups: ColumnGroups, body: Callable[[Any], Any] | None,
-    partition_key: Callable[[Any], Any] | None, partition_id: Callable[[Any], Any] | None,
-    properties: Callable[[Any], Any] | None, own_key: Callable[[Any], Any],
-) -> None:
-    """Add ``batch``'s outgoing events to ``groups`` by routing (the options as ``hops.publish`` resolved them)."""
-    if body is None and properties is None and partition_id is None and partition_key is own_key:
-        _own(batch, groups)
-        return
+def outgoing(
+    batch: EventBatch, body: Callable[[Any], Any] | None, partition_key: Callable[[Any], Any] | None,
+    partition_id: Callable[[Any], Any] | None, properties: Callable[[Any], Any] | None,
+) -> Iterator[tuple[Route, bytes, Mapping[str, Any]]]:
+    """Each outgoing event of ``batch`` as (routing, body, properties), in order; those ``body`` drops left out."""
     for event in batch.events:
         if body is None:
             out = event.body
@@ -87,9 +83,22 @@ def add_columns(
         pid = partition_id(event) if partition_id is not None else None
         key = partition_key(event) if partition_key is not None else None
         check_routing(pid, key)
-        bodies, maps = groups.setdefault((pid, key), ([], []))
+        yield (pid, key), out, props or _NO_PROPERTIES
+
+
+def add_columns(
+    batch: EventBatch, groups: ColumnGroups, body: Callable[[Any], Any] | None,
+    partition_key: Callable[[Any], Any] | None, partition_id: Callable[[Any], Any] | None,
+    properties: Callable[[Any], Any] | None, own_key: Callable[[Any], Any],
+) -> None:
+    """Add ``batch``'s outgoing events to ``groups`` by routing (the options as ``hops.publish`` resolved them)."""
+    if body is None and properties is None and partition_id is None and partition_key is own_key:
+        _own(batch, groups)
+        return
+    for route, out, props in outgoing(batch, body, partition_key, partition_id, properties):
+        bodies, maps = groups.setdefault(route, ([], []))
         bodies.append(out)
-        maps.append(props or _NO_PROPERTIES)
+        maps.append(props)
 
 
 def as_columns(bodies: list[bytes], props: list[Mapping[str, Any]]) -> EventColumns:
