@@ -72,3 +72,19 @@ def test_the_three_spark_lanes_take_about_as_long_each() -> None:
     for module in ("tests/spark/test_connect.py", "tests/spark/test_cluster.py"):  # no session, JVMs of their own
         assert not re.search(r"\bspark: Any", (ROOT / module).read_text("utf-8"))
         assert _scope(ROOT, f"{module}::test_x") == "Spark drivers: bench"
+
+
+def test_the_timeline_shows_each_workers_span_and_the_last_tests_to_end() -> None:
+    import io
+
+    from tests.support.timeline import _summary
+
+    lines = [{"test": "tests/a.py::test_long", "worker": "gw0", "start": 1.0, "stop": 90.0},
+             {"test": "tests/b.py::test_short", "worker": "gw1", "start": 1.0, "stop": 3.0},
+             {"at": 60.0, "cpu": 90.0}, {"at": 90.0, "cpu": 100.0}]
+    out = io.StringIO()
+    _summary(lines, out)
+    text = out.getvalue()
+    assert "last ended at 90 s" in text and "gw0: 1 tests, 1-90 s, busy 89 s" in text
+    assert "cores busy, per minute: 1.50 0.33" in text  # 90 CPU seconds in the first minute, 10 in the next 30 s
+    assert text.index("tests/a.py::test_long") < text.index("tests/b.py::test_short")  # the last to end first
