@@ -52,6 +52,7 @@ class Holdings:
     _finished: bool
     _expiry: float  # the ownership expiration less the store's timestamp resolution
     _times: tuple[float, float]  # the interval and the expiry: what fresh() weighs
+    _round_times: tuple[float, float]  # the last round's seconds to its claim, and of its claim
     store: CheckpointStore
     calls: StoreCalls
     _stopping: RevokeReason | None
@@ -386,9 +387,10 @@ class Holdings:
         self._looks.after_round(self.last_plan, started)
         plan = self.last_plan
         if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
-            log.debug("balancing: round %d took %.2f s: %d owners, target %d, own %d, claim %d, release %d (%d"
-                      " handed), awaiting %d", self.rounds, self._now() - started, len(plan.owners), plan.target,
-                      len(self.sessions), len(plan.claim), len(plan.release), len(plan.release_to), plan.awaiting)
+            log.debug("balancing: round %d took %.2f s (%.2f to its claim, %.2f its claim): %d owners, target %d, own"
+                      " %d, claim %d, release %d (%d handed), awaiting %d", self.rounds, self._now() - started,
+                      *self._round_times, len(plan.owners), plan.target, len(self.sessions), len(plan.claim),
+                      len(plan.release), len(plan.release_to), plan.awaiting)
         if plan is not None and plan.awaiting > 0 and self._stopping is None:
             self.listener.on_awaiting(plan.awaiting)
 
