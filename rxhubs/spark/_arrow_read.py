@@ -35,11 +35,14 @@ __all__ = ["BYTES", "ROWS", "Times", "read_frames"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
-#: Rows per record batch handed to Spark (fewer, larger batches: Spark's cost is per batch and per row).
-ROWS = 50_000
-#: ... or fewer, once the bodies held pass this many bytes. The link stops being read while twice either is held
-#: (its credit then runs out and the service pauses).
-BYTES = 32 << 20
+#: Rows per record batch handed to Spark (Spark's own ``arrow.maxRecordsPerBatch`` default).
+ROWS = 10_000
+#: ... or fewer, once the bodies held pass this many bytes (about 4,000 events of 1 KB). The link stops being read
+#: while twice either is held (its credit then runs out and the service pauses). Measured (docs/spark.md, Costs):
+#: batches of 32 MiB cost the Python worker 1.5-2 us more per 1 KB event than 4 MiB ones (fresh pages for every
+#: batch, caches missed) and the JVM turned a batch into rows only after the worker had read all of it; with
+#: 4 MiB the JVM's rows of one batch overlap the worker's read of the next.
+BYTES = 4 << 20
 
 
 class _Sink:
