@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from reactivex import abc
@@ -28,6 +29,9 @@ __all__ = ["Pump"]
 log = logging.getLogger("rxhubs.sources")
 
 _SYNC_BURST = 64  # batches handed out in one scheduled step before yielding to other work
+# ... and no longer than this: a synchronous pipeline slow per batch (a blocking write in ``do_action``) must not
+# hold the loop for 64 of its batches, or the ownership renewals behind it run late and may expire
+_SYNC_SLICE = timedelta(milliseconds=20)
 
 
 class Pump:
@@ -132,6 +136,7 @@ class Pump:
             self.again = True
             return
         self.in_step = True
+        began = self.scheduler.now  # virtual time does not move within a step: the count alone bounds it there
         try:
             for _ in range(_SYNC_BURST):
                 self.again = False
@@ -145,7 +150,9 @@ class Pump:
                     return
                 if not self.pull_once():
                     return
-            self.again = True  # burst used up: yield to other work, then go on
+                if self.scheduler.now - began >= _SYNC_SLICE:
+                    break
+            self.again = True  # burst or time slice used up: yield to other work, then go on
         finally:
             self.in_step = False
             if self.again and not self.done:

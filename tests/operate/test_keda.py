@@ -16,6 +16,7 @@ from reactivex import operators as ops
 
 import rxhubs
 from rxhubs import operators as hops
+from rxhubs.balancing import SessionState
 from rxhubs.stores import BlobCheckpointStore
 from tests.operate.readers import send
 from tests.support import keda
@@ -47,10 +48,14 @@ async def consume_all(conn: str, storage: str, container: str, group: str, consu
     """``consumers`` rxhubs consumers of ``group``, each checkpointing what it processed, until ``expected`` events
     were processed; then a graceful stop (each flushes its checkpoints and releases).
 
-    Work waits until the group is balanced (every consumer was handed a batch): the first consumer's first round
-    claims every partition, so without the wait it alone read (and checkpointed) the whole backlog, and "2 and 3
-    consumers" showed one consumer checkpointing. Returns (partition -> sequence numbers processed, partition ->
-    the consumers that processed events of it).
+    Work waits until the group is balanced (every consumer was handed a partition): the first consumer's first
+    round claims every partition, so without the wait it alone read (and checkpointed) the whole backlog, and "2
+    and 3 consumers" showed one consumer checkpointing. A batch of a partition being handed over (its session
+    draining) does its work at once: waiting would hold the very handover the group waits for until the drain
+    timed out (60 s), after which the partition was released with the batch unfinished and its work never
+    checkpointed (KEDA then read its events as lag). Batches of 5, one in flight: a handover leaves most of a
+    partition to its new owner. Returns (partition -> sequence numbers processed, partition -> the consumers that
+    processed events of it).
     """
     processed: dict[str, set[int]] = {}
     by: dict[str, set[int]] = {}
@@ -58,12 +63,22 @@ async def consume_all(conn: str, storage: str, container: str, group: str, consu
     balanced = asyncio.Event()
     holding: set[int] = set()
 
-    def handler(i: int) -> Any:
-        async def handle(batch: Any) -> None:
+    def handed(i: int) -> Any:
+        def on_initialize(context: Any) -> None:
             holding.add(i)
             if len(holding) == consumers:
                 balanced.set()
-            await balanced.wait()  # (a consumer that lost the partition meanwhile: its checkpoint is refused)
+
+        return on_initialize
+
+    def handing_over(batch: Any) -> bool:
+        session = batch._session
+        return session is not None and session.state is not SessionState.READING
+
+    def handler(i: int) -> Any:
+        async def handle(batch: Any) -> None:
+            while not balanced.is_set() and not handing_over(batch):  # noqa: ASYNC110 - two conditions, one an Event
+                await asyncio.sleep(0.02)
             pid = batch.context.partition_id
             processed.setdefault(pid, set()).update(e.sequence_number for e in batch.events)
             by.setdefault(pid, set()).add(i)
@@ -77,7 +92,9 @@ async def consume_all(conn: str, storage: str, container: str, group: str, consu
     try:
         pipelines = [
             rxhubs.consume(hub, group, store, owner_id=f"c{i}", load_balancing_interval=0.5,
-                           ownership_expiration=5.0, **options).pipe(hops.process(handler(i)), hops.checkpoint(store))
+                           ownership_expiration=5.0, on_partition_initialize=handed(i),
+                           **{"max_batch_size": 5, "max_inflight": 1, **options}
+                           ).pipe(hops.process(handler(i)), hops.checkpoint(store))
             for i, (hub, store) in enumerate(zip(hubs, stores, strict=True))
         ]
         await asyncio.gather(*(rxhubs.arun(p, shutdown=shutdown, signals=()) for p in pipelines))

@@ -306,3 +306,47 @@ def test_partitions_proceed_independently() -> None:
     scheduler.advance_to(1.0)
     assert [b for _, b in slow] == ["a"]  # stalled by its own unacknowledged batch
     assert [b for _, b in fast] == ["x", "y", "z"]  # the other partition is not
+
+
+def test_a_slow_synchronous_pipeline_lets_the_loop_run_between_its_batches() -> None:
+    """A backlog read by a pipeline that blocks per batch (here 30 ms) yields the loop after each batch.
+
+    Other work on the loop (the ownership renewals) runs between two batches, not after 64 of them: a
+    ticker task on the same loop must tick between every few batches.
+    """
+    import asyncio
+    import itertools
+    import time
+
+    from reactivex.scheduler.eventloop import AsyncIOScheduler
+
+    hub = InMemoryEventHub(partition_count=1)
+    hub.send([f"{i}" for i in range(12)], partition_id="0")
+    ticks_at_batch: list[int] = []
+
+    async def main() -> None:
+        ticks = 0
+        done = asyncio.Event()
+
+        def work(batch: EventBatch) -> None:
+            ticks_at_batch.append(ticks)
+            time.sleep(0.03)  # blocking work on the loop, longer than the step's time slice
+            if len(ticks_at_batch) == 12:
+                done.set()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        scheduler = AsyncIOScheduler(asyncio.get_running_loop())
+        subscription = rxhubs.partition_batches(hub, "0", max_batch_size=1).subscribe(work, scheduler=scheduler)
+        await asyncio.wait_for(asyncio.gather(ticker(), done.wait()), 30)
+        subscription.dispose()
+
+    asyncio.run(main())
+    assert len(ticks_at_batch) == 12
+    # every batch after the first found the ticker moved on since the one before it
+    still = [b for a, b in itertools.pairwise(ticks_at_batch) if b == a]
+    assert not still, ticks_at_batch
