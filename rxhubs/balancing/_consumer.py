@@ -30,6 +30,7 @@ from rxhubs._models import Checkpoint, CloseReason, ErrorContext, PartitionConte
 from rxhubs._rx import from_coroutine
 from rxhubs._shutdown import current_shutdown
 from rxhubs.balancing._geo_offsets import GeoOffsets
+from rxhubs.balancing._handed_start import write_start
 from rxhubs.balancing._looks import LINGER, look_gap
 from rxhubs.balancing._loop import BalancingLoop, RevokeReason
 from rxhubs.balancing._session import PartitionSession
@@ -78,6 +79,8 @@ class Consumer:
         self.settings = settings
         self.hooks = hooks
         self.streams: dict[str, PartitionStream] = {}
+        #: The checkpoints that partitions handed to this consumer started from, until their streams end.
+        self.handed_starts: dict[str, Checkpoint] = {}
         self.disposed = False
         self.completed = False
         self.unwatch: abc.DisposableBase | None = None
@@ -201,6 +204,8 @@ class Consumer:
             on_reader_error=self._reader_error,
         )
         self.streams[pid] = stream
+        if session.handed and checkpoint is not None and start == checkpoint.position():
+            self.handed_starts[pid] = checkpoint  # written if given up before a batch (_handed_start)
         log.info("partition %s claimed by %s, reading from %r", pid, self.loop.owner_id, start)
 
         def ready(*_: Any) -> None:
@@ -297,6 +302,8 @@ class Consumer:
         session = stream.session
         failed = stream.error is not None or stream.user_disposed
 
+        handed_start = self.handed_starts.pop(pid, None)
+
         def release(*_: Any) -> None:
             if not session.owned:
                 if self.streams.get(pid) is stream:
@@ -304,7 +311,10 @@ class Consumer:
                 return
             # a handover through a store whose hand carries the position: released once the last write is sent
             early = bool(session.release_to) and takes_hands(self.loop.store)
-            session.flush(early=early).subscribe(
+            flushed = session.flush(early=early)
+            if handed_start is not None and not stream.batches:  # handed, given up unread: its start written first
+                flushed = write_start(self.loop.store, session, handed_start).pipe(ops.concat(flushed))
+            flushed.subscribe(
                 on_completed=lambda: self.loop.ready(pid, failed=failed),
                 on_error=lambda _: self.loop.ready(pid, failed=failed),
                 scheduler=self.scheduler,

@@ -141,6 +141,8 @@ class BalancingLoop(RoundInputs):
         self._looks = Looks(settings, resolution)
         #: The records and presence records of the look that saw a release: the round it triggers plans from them.
         self._looked: tuple[list[Ownership], list[Ownership]] | None = None
+        #: The last round's seconds to its claim (listings, plan) and of its claim: where a slow round went (debug).
+        self._round_times = (0.0, 0.0)
         self._release_failed = False
         self._stopping: RevokeReason | None = None
         self._stopped_at = 0.0
@@ -270,6 +272,11 @@ class BalancingLoop(RoundInputs):
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
+            # what this round hands over drains from now, beside the claim; its fresh records are not renewed: they
+            # are released within moments, and each renewal would hold the claim up and race the release's write
+            handing = self._hand_over(decision)
+            kept.update(fresh_renewals([o for o in claims if o.partition_id in handing], self.sessions, sent_at,
+                                       *self._times))
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
             # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
@@ -278,6 +285,7 @@ class BalancingLoop(RoundInputs):
                     *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
                             key=lambda o: (o.partition_id not in gains, age.get(o.partition_id, 0.0)))]
             won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
+            self._round_times = (sent_at - started, self._now() - sent_at)  # listings; claim (the bench's log)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
                 releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
                 won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]

@@ -101,6 +101,8 @@ class PartitionStream(Observable[EventBatch]):
         self.cut_off = False
         self.user_disposed = False
         self.last_enqueued: LastEnqueuedEventProperties | None = None
+        #: Batches with events passed on so far.
+        self.batches = 0
 
     # -- public --------------------------------------------------------------------------------------------
     @property
@@ -168,6 +170,7 @@ class PartitionStream(Observable[EventBatch]):
         wrapped = EventBatch(batch.context, batch.events, batch.last_enqueued, lease, self._session, batch._origin)
         if batch.last_enqueued is not None:
             self.last_enqueued = batch.last_enqueued
+        self.batches += 1 if batch.events else 0
         self._inflight += 1
         lease.hold()
         try:

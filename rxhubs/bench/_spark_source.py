@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rxhubs.bench._cpu_tree import find_descendant, tree_cpu
 from rxhubs.bench._procs import emulator_process
 from rxhubs.bench._report import figure, sized
 
@@ -120,11 +121,25 @@ def _source(spark: Any, connection_string: str, root: Path, expected: int) -> fl
     return expected / elapsed
 
 
-def _source_noop(spark: Any, connection_string: str, root: Path, expected: int) -> tuple[float, float, float]:
+def _spark_cpu() -> float | None:
+    """CPU seconds so far of this process's Spark: the JVM and every Python process under it (``_cpu_tree``)."""
+    jvm = find_descendant(os.getpid(), "org.apache.spark.deploy.SparkSubmit")
+    return None if jvm is None else tree_cpu(jvm)
+
+
+def _cpu_per_event(before: float | None, expected: int) -> float | None:
+    after = _spark_cpu()
+    return None if before is None or after is None else (after - before) / expected * 1e6
+
+
+def _source_noop(
+    spark: Any, connection_string: str, root: Path, expected: int
+) -> tuple[float, float, float, float | None]:
     """The eventhubs source, availableNow into the noop sink: events/s from the query's start, and inside it.
 
     Inside: rows over the micro-batches' own execution time (no runner start; the batches' costs kept). Third:
-    the seconds of the query outside its micro-batches (its start and stop: the per-query cost).
+    the seconds of the query outside its micro-batches (its start and stop: the per-query cost). Fourth: Spark's
+    CPU per event over the whole query, in microseconds (None without ``/proc``).
     """
     query = (
         spark.readStream.format("eventhubs")
@@ -135,28 +150,32 @@ def _source_noop(spark: Any, connection_string: str, root: Path, expected: int) 
         .option("checkpointLocation", str(root / "chk"))
         .trigger(availableNow=True)
     )
+    cpu = _spark_cpu()
     start = time.perf_counter()
     running = query.start()
     running.awaitTermination()
     elapsed = time.perf_counter() - start
+    cpu_us = _cpu_per_event(cpu, expected)
     if running.exception() is not None:
         raise RuntimeError(f"spark-source bench: the noop query failed: {running.exception()}")
     rows = sum(int(p.get("numInputRows", 0)) for p in running.recentProgress)
     if rows != expected:
         raise RuntimeError(f"spark-source bench (noop): {rows} rows read, expected {expected}")
     triggers = sum(int(p.get("durationMs", {}).get("triggerExecution", 0)) for p in running.recentProgress)
-    return expected / elapsed, expected / max(triggers / 1000, 1e-3), elapsed - triggers / 1000
+    return expected / elapsed, expected / max(triggers / 1000, 1e-3), elapsed - triggers / 1000, cpu_us
 
 
-def _batch(spark: Any, connection_string: str, expected: int) -> float:
-    """The batch read of the whole hub (earliest to latest, planned at the start), counted; events/s."""
+def _batch(spark: Any, connection_string: str, expected: int) -> tuple[float, float | None]:
+    """The batch read of the whole hub (earliest to latest, planned at the start), counted; events/s, CPU us/event."""
     df = spark.read.format("eventhubs").option("connectionString", connection_string)  # the documented defaults
+    cpu = _spark_cpu()
     start = time.perf_counter()
     rows = df.load().count()
     elapsed = time.perf_counter() - start
+    cpu_us = _cpu_per_event(cpu, expected)
     if rows != expected:
         raise RuntimeError(f"spark-source bench (batch): {rows} rows read, expected {expected}")
-    return expected / elapsed
+    return expected / elapsed, cpu_us
 
 
 _RAW_SDK = """
@@ -214,17 +233,21 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 """
 
 
-def _consume(connection_string: str, expected: int) -> float:
-    """``rxhubs.consume`` in one process reading every partition from the start (connect included); events/s."""
-    return _script(_CONSUME, "rxhubs.consume", connection_string, expected)
+def _consume(connection_string: str, expected: int) -> tuple[float, float]:
+    """``rxhubs.consume`` in one process reading every partition from the start (connect included).
+
+    Returns its events/s and its CPU us per event (from the pipeline's start: its imports not counted).
+    """
+    out = _script(_CONSUME, "rxhubs.consume", connection_string, expected)
+    return float(out["events_per_s"]), float(out["cpu_us_per_event"])
 
 
 def _raw_sdk(connection_string: str, expected: int) -> float:
     """One raw azure-eventhub consumer process reading every partition from the start; events/s."""
-    return _script(_RAW_SDK, "raw SDK consumer", connection_string, expected)
+    return float(_script(_RAW_SDK, "raw SDK consumer", connection_string, expected)["events_per_s"])
 
 
-def _script(code: str, what: str, connection_string: str, expected: int) -> float:
+def _script(code: str, what: str, connection_string: str, expected: int) -> dict[str, Any]:
     import subprocess
     import sys
 
@@ -234,7 +257,8 @@ def _script(code: str, what: str, connection_string: str, expected: int) -> floa
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"spark-source bench: the {what} process failed: {result.stderr[-2000:]}")
-    return float(json.loads(lines[-1])["events_per_s"])
+    out: dict[str, Any] = json.loads(lines[-1])
+    return out
 
 
 def _sink(spark: Any, connection_string: str, root: Path, expected: int) -> float:
@@ -298,6 +322,7 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     rates: dict[str, list[float]] = {
         "source": [], "sink": [], "noop": [], "in_batches": [], "outside": [], "sdk": [], "batch": [], "consume": []
     }
+    cpu: dict[str, list[float]] = {"noop_cpu": [], "consume_cpu": [], "batch_cpu": []}  # us per event
     root = Path(tempfile.mkdtemp(prefix="rxhubs-bench-spark-source-"))
     loads = [round(os.getloadavg()[0], 2)]
     try:
@@ -308,12 +333,17 @@ def run(args: Any = None) -> list[dict[str, Any]]:
                 _source(spark, conn, root / "warm-source", events)
                 _batch(spark, conn, events)
             for i in range(repeat):  # alternate, so drift on a noisy machine hits every side alike
-                noop, in_batches, outside = _source_noop(spark, conn, root / f"noop-{i}", events)
+                noop, in_batches, outside, noop_cpu = _source_noop(spark, conn, root / f"noop-{i}", events)
                 rates["noop"].append(noop)
                 rates["outside"].append(outside)
                 rates["in_batches"].append(in_batches)
-                rates["consume"].append(_consume(conn, events))
-                rates["batch"].append(_batch(spark, conn, events))
+                consume, consume_cpu = _consume(conn, events)
+                rates["consume"].append(consume)
+                batch, batch_cpu = _batch(spark, conn, events)
+                rates["batch"].append(batch)
+                for side, value in (("noop_cpu", noop_cpu), ("consume_cpu", consume_cpu), ("batch_cpu", batch_cpu)):
+                    if value is not None:
+                        cpu[side].append(value)
                 rates["source"].append(_source(spark, conn, root / f"source-{i}", events))
                 rates["sink"].append(_sink(spark, conn, root / f"sink-{i}", events))
                 rates["sdk"].append(_raw_sdk(conn, events))
@@ -323,6 +353,10 @@ def run(args: Any = None) -> list[dict[str, Any]]:
     median = {side: statistics.median(values) for side, values in rates.items()}
     common: dict[str, Any] = {"partitions": PARTITIONS, "events": events, "event_bytes": EVENT_BYTES,
                               "spark_master": "local[2]", "load_average": loads}
+    return [*_wall_figures(median, common), *_cpu_figures(cpu, common)]
+
+
+def _wall_figures(median: dict[str, float], common: dict[str, Any]) -> list[dict[str, Any]]:
     consume = "rxhubs.consume, one process (1 core), every partition from the start, same hub and run"
     return [
         figure(SCENARIO, "events_per_s_per_core_stream_noop", "events/s per core", round(median["noop"] / 2),
@@ -341,4 +375,24 @@ def run(args: Any = None) -> list[dict[str, Any]]:
                "azure-eventhub EventHubConsumerClient.receive_batch, one process, same hub", None,
                source_cores=2, baseline_cores=1, ratio_per_core=round(median["noop"] / 2 / median["sdk"], 4),
                **common),
+    ]
+
+
+def _cpu_figures(cpu: dict[str, list[float]], common: dict[str, Any]) -> list[dict[str, Any]]:
+    """Events per CPU-second: Spark's processes (JVM and its Python processes) against the ``consume`` process.
+
+    No target: the issue's targets are the wall figures per core above; these say what the cores Spark kept busy
+    did (on this machine the emulator shares ``local[2]``'s two cores). Empty without ``/proc``.
+    """
+    if not (cpu["noop_cpu"] and cpu["batch_cpu"] and cpu["consume_cpu"]):
+        return []
+    median = {side: statistics.median(values) for side, values in cpu.items()}
+    consume = "rxhubs.consume's process CPU, from its pipeline's start (imports not counted), same hub and run"
+    return [
+        figure(SCENARIO, f"events_per_cpu_s_{name}", "events per CPU-second", round(1e6 / median[side]),
+               round(1e6 / median["consume_cpu"]), consume, None, cpu_us_per_event=round(median[side], 2),
+               baseline_cpu_us_per_event=round(median["consume_cpu"], 2),
+               counted="the Spark JVM and every Python process under it (workers, runner, planners), whole query",
+               **common)
+        for name, side in (("stream_noop", "noop_cpu"), ("batch_read", "batch_cpu"))
     ]

@@ -24,9 +24,9 @@ from rxhubs._models import Checkpoint, Event, Ownership, PartitionContext
 from rxhubs._rx import deadline
 from rxhubs.errors import ConfigurationError, StoreError
 from rxhubs.operators._prefix import ContiguousPrefix
-from rxhubs.operators._write_gate import in_turn
 from rxhubs.state._committed import CommittedState
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, StatefulCheckpointStore
+from rxhubs.stores._write_gate import in_turn
 
 __all__ = ["PartitionRecord", "is_owned", "no_state_support", "store_write"]
 

@@ -14,6 +14,7 @@ off, so a range gives the same rows on every run, as :func:`~rxhubs.spark._read.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Iterator
@@ -34,11 +35,14 @@ __all__ = ["BYTES", "ROWS", "Times", "read_frames"]
 
 _log = logging.getLogger("rxhubs.spark.source")
 
-#: Rows per record batch handed to Spark (fewer, larger batches: Spark's cost is per batch and per row).
-ROWS = 50_000
-#: ... or fewer, once the bodies held pass this many bytes. The link stops being read while twice either is held
-#: (its credit then runs out and the service pauses).
-BYTES = 32 << 20
+#: Rows per record batch handed to Spark (Spark's own ``arrow.maxRecordsPerBatch`` default).
+ROWS = 10_000
+#: ... or fewer, once the bodies held pass this many bytes (about 4,000 events of 1 KB). The link stops being read
+#: while twice either is held (its credit then runs out and the service pauses). Measured (docs/spark.md, Costs):
+#: batches of 32 MiB cost the Python worker 1.5-2 us more per 1 KB event than 4 MiB ones (fresh pages for every
+#: batch, caches missed) and the JVM turned a batch into rows only after the worker had read all of it; with
+#: 4 MiB the JVM's rows of one batch overlap the worker's read of the next.
+BYTES = 4 << 20
 
 
 class _Sink:
@@ -214,15 +218,16 @@ def _within(batch: Any, position: int, end: int) -> tuple[Any, int]:
     """``batch``'s rows with ``position <= sequenceNumber < end``, and the next position to read.
 
     Sequence numbers increase along a partition; rows below ``position`` are a replay, rows from ``end`` on
-    belong to the next range.
+    belong to the next range. The column is read in place (int64, no nulls): pyarrow's ``to_numpy`` would import
+    pandas, about 0.5 s of a new Python worker's first task (1-2 s on a loaded machine).
     """
-    import numpy as np
-
-    numbers = batch.column(3).to_numpy()
-    if not len(numbers):
+    numbers = batch.column(3)
+    rows = len(numbers)
+    if not rows:
         return batch, position
-    following = max(position, int(numbers[-1]) + 1)
-    if numbers[0] >= position and numbers[-1] < end:
+    values = memoryview(numbers.buffers()[1]).cast("q")[numbers.offset:numbers.offset + rows]
+    following = max(position, values[-1] + 1)
+    if values[0] >= position and values[-1] < end:
         return batch, following
-    low, high = np.searchsorted(numbers, [position, end])
-    return batch.slice(int(low), int(high - low)), following
+    low, high = bisect.bisect_left(values, position), bisect.bisect_left(values, end)
+    return batch.slice(low, high - low), following

@@ -95,6 +95,10 @@ def test_scenario_runs_in_its_smoke_form_and_prints_figures(scenario: str, tmp_p
         assert f["target"] is None or isinstance(f["target"], str), f
         assert f["met"] in (True, False, None), f
     assert len({(f["scenario"], f["metric"]) for f in figures}) == len(figures), "a figure printed twice"
+    if scenario == "spark-source" and os.path.isdir("/proc"):  # Spark's CPU found and counted (its JVM's tree)
+        cpu = {f["metric"]: f for f in figures if f["unit"] == "events per CPU-second"}
+        assert set(cpu) == {"events_per_cpu_s_stream_noop", "events_per_cpu_s_batch_read"}, figures
+        assert all(f["cpu_us_per_event"] > 0 and f["baseline_cpu_us_per_event"] > 0 for f in cpu.values()), cpu
     if getattr(importlib.import_module(SCENARIOS[scenario]), "VIRTUAL_TIME", False):
         targeted = [f for f in figures if f["target"] is not None]
         assert targeted, "a virtual-time scenario with no target to check"

@@ -20,8 +20,8 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rxhubs import Checkpoint, Event, EventBatch, PartitionContext
 from rxhubs import operators as hops
-from rxhubs.operators._write_gate import WRITES_IN_FLIGHT
 from rxhubs.stores import InMemoryCheckpointStore
+from rxhubs.stores._write_gate import WRITES_IN_FLIGHT
 
 PARTITIONS = 200
 ANSWER_S = 0.02  # the store's time per request, one request at a time

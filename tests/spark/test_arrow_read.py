@@ -115,3 +115,24 @@ def test_without_extensions_the_source_reads_events_and_says_so_once(emulator: B
     assert json.loads(done.stdout.splitlines()[-1]) == [10, 10]
     said = [line for line in done.stderr.splitlines() if line.startswith("rxhubs.spark.source Spark source:")]
     assert said == ["rxhubs.spark.source Spark source: events to Arrow, pure Python (RXHUBS_NO_EXTENSIONS is set)"]
+
+
+def test_a_task_hands_spark_batches_of_about_4_mib_so_the_jvm_works_while_the_worker_reads(
+    emulator: BackgroundEmulator,
+) -> None:
+    # 6,000 events of 1 KB in one range: at most ~4 MiB of bodies per record batch (measured: 32 MiB batches cost
+    # the worker 1.5-2 us more per event and left the JVM idle while the worker read; docs/spark.md, Costs)
+    conn_str = emulator.connection_string(HUB)
+
+    async def go() -> None:
+        async with rxhubs.EventHub.from_connection_string(conn_str) as hub:
+            for start in range(0, 6_000, 500):
+                await hub.send([b"%06d" % i + b"x" * 1018 for i in range(start, start + 500)], partition_id="1")
+
+    asyncio.run(go())
+    batches = list(read_range(_Options({"connectionstring": conn_str}), SequenceRange("1", 0, 6_000)))
+    sizes = [sum(len(b) for b in batch.column("body").to_pylist()) for batch in batches]
+    assert sum(batch.num_rows for batch in batches) == 6_000
+    assert len(batches) >= 2, sizes
+    assert max(sizes) <= (4 << 20) + (256 << 10), sizes  # the limit, and what one chunk of frames may add
+    assert [batch.column("body")[0].as_py()[:6] for batch in batches[:2]] == [b"000000", b"%06d" % batches[0].num_rows]

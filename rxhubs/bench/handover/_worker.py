@@ -90,6 +90,9 @@ class Record:
                 self._named[pid] = owner or ""
                 self.moves.append((pid, owner or "", now))
             if verb == "list_ownership":
+                # the owner the store names now: a recipient's first renewal of a record handed to it (written by
+                # the former owner, naming it) names no new owner (it counted as a move, up to two intervals late)
+                self._named[pid] = owner or ""
                 if not owner:
                     self.seen_released.setdefault(pid, now)
                 elif owner == self.owner_id and pid not in self.won:  # handed to this consumer: no claim of its own

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from rxhubs._rx._driver import current_stepper
-from rxhubs.stores import CheckpointStore
+from rxhubs.stores._contract import CheckpointStore
 
 __all__ = ["WRITES_IN_FLIGHT", "in_turn"]
 
