@@ -272,11 +272,6 @@ class BalancingLoop(RoundInputs):
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
-            # what this round hands over drains from now, beside the claim; its fresh records are not renewed: they
-            # are released within moments, and each renewal would hold the claim up and race the release's write
-            handing = self._hand_over(decision)
-            kept.update(fresh_renewals([o for o in claims if o.partition_id in handing], self.sessions, sent_at,
-                                       *self._times))
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
             # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
