@@ -309,7 +309,7 @@ def test_partitions_proceed_independently() -> None:
 
 
 def test_a_slow_synchronous_pipeline_lets_the_loop_run_between_its_batches() -> None:
-    """A backlog read by a pipeline that blocks per batch (here 30 ms) yields the loop after each batch.
+    """A backlog read by a pipeline that blocks per batch (here 250 ms) yields the loop after each batch.
 
     Other work on the loop (the ownership renewals) runs between two batches, not after 64 of them: a
     ticker task on the same loop must tick between every few batches.
@@ -321,7 +321,7 @@ def test_a_slow_synchronous_pipeline_lets_the_loop_run_between_its_batches() -> 
     from reactivex.scheduler.eventloop import AsyncIOScheduler
 
     hub = InMemoryEventHub(partition_count=1)
-    hub.send([f"{i}" for i in range(12)], partition_id="0")
+    hub.send([f"{i}" for i in range(6)], partition_id="0")
     ticks_at_batch: list[int] = []
 
     async def main() -> None:
@@ -330,8 +330,8 @@ def test_a_slow_synchronous_pipeline_lets_the_loop_run_between_its_batches() -> 
 
         def work(batch: EventBatch) -> None:
             ticks_at_batch.append(ticks)
-            time.sleep(0.03)  # blocking work on the loop, longer than the step's time slice
-            if len(ticks_at_batch) == 12:
+            time.sleep(0.25)  # blocking work on the loop, longer than the step's time slice (200 ms)
+            if len(ticks_at_batch) == 6:
                 done.set()
 
         async def ticker() -> None:
@@ -346,7 +346,7 @@ def test_a_slow_synchronous_pipeline_lets_the_loop_run_between_its_batches() -> 
         subscription.dispose()
 
     asyncio.run(main())
-    assert len(ticks_at_batch) == 12
+    assert len(ticks_at_batch) == 6
     # every batch after the first found the ticker moved on since the one before it
     still = [b for a, b in itertools.pairwise(ticks_at_batch) if b == a]
     assert not still, ticks_at_batch
