@@ -24,6 +24,8 @@ _log = logging.getLogger("rxhubs.spark.source")
 #: Events asked of a receiver per pull; rows gathered into one Arrow record batch handed to Spark.
 _PULL = 10_000
 _ROWS = 10_000
+#: ... or fewer, once their bodies pass this many bytes: the bound of the frames path (``_arrow_read.BYTES``).
+_BYTES = 4 << 20
 #: Seconds a task's first pull may take on top of ``receiveTimeout``: it opens the connection and the link.
 _CONNECT_GRACE = 30.0
 
@@ -88,6 +90,7 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
         prefetch=min(opts.prefetch or 1000, max(1, partition.end - partition.start)),
     )
     pending: list[Any] = []
+    held = 0  # bytes of the bodies pending
     try:
         position = partition.start
         wait = opts.receive_timeout + _CONNECT_GRACE
@@ -109,10 +112,15 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
             wait = opts.receive_timeout
             kept = [e for e in events if position <= e.sequence_number < partition.end]
             position = max(position, events[-1].sequence_number + 1)
-            pending += kept
-            if len(pending) >= _ROWS or (pending and position >= partition.end):
+            for event in kept:
+                pending.append(event)
+                held += len(event.body)
+                if len(pending) >= _ROWS or held >= _BYTES:
+                    yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()
+                    pending, held = [], 0
+            if pending and position >= partition.end:
                 yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()
-                pending = []
+                pending, held = [], 0
     finally:
         try:
             loop.run_until_complete(close_hub(hub))  # closes the receiver too
