@@ -64,7 +64,10 @@ class _BlobContract(_FencedBlobWrites):
                 "blob store %s: claim of partition %r by %r lost", self._url, claim.partition_id, claim.owner_id
             )
             return None
-        return replace(claim, etag=normalize_etag(properties["etag"]), last_modified_time=written_at(properties))
+        won = replace(claim, etag=normalize_etag(properties["etag"]), last_modified_time=written_at(properties))
+        if etag is not None:
+            self._renewed_hand(name + claim.partition_id.lower(), claim, won.etag)
+        return won
 
     @recycling
     async def list_ownership(

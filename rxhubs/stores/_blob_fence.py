@@ -156,6 +156,8 @@ class _FencedBlobWrites(_Hands, _Recycling):
             if seen is None:
                 own = {} if isinstance(reads[0], BaseException) else _metadata(reads[0])
             handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
+            if handed_by:
+                self._used_hand(own_name, handed_by)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
             for attempt in range(_ATTEMPTS):
                 if attempt > 0 or isinstance(first, ResourceModifiedError):

@@ -71,14 +71,18 @@ class _Hands:
     #: Periods handed over, each with the sequence number of the final write still allowed (in flight at the hand).
     _handed: dict[str, int | None]
     _hands: dict[tuple[str, str | None], tuple[str, str]]
-    _hands_seen: dict[tuple[str, str], tuple[str, str]]
+    #: Hands listed, per ownership blob and version: the position, the handing period, the recipient.
+    _hands_seen: dict[tuple[str, str], tuple[str, str, str]]
     #: Per checkpoint blob a period began from a hand of a write in flight: that period's key and the handing one's
     #: (its first write finds the handing period's key on the blob: no ownership check needed, as with an etag)
     _hand_writers: dict[str, tuple[str, str]]
+    #: Per ownership blob, the handing period of the last hand a fence of this store began from (each is used once: a
+    #: later listing that shows the same hand, before the recipient's renewal rewrites the blob, is not kept again)
+    _hands_used: dict[str, str]
 
     def _init_hands(self) -> None:
         self._fences, self._handed, self._hands, self._hands_seen = {}, {}, {}, {}
-        self._hand_writers = {}
+        self._hand_writers, self._hands_used = {}, {}
 
     def note_handover(self, period: Ownership, record: Ownership, final: Checkpoint | None = None) -> None:
         """``period`` is over: its partition goes to the owner ``record`` names, in the next claim of ``record``.
@@ -127,18 +131,42 @@ class _Hands:
 
     def _saw_ownership(self, name: str, etag: str | None, metadata: dict[str, str]) -> None:
         """A listing showed ownership blob ``name`` at ``etag``: keep the position it hands over, if it gives one."""
-        at = metadata.get(HANDED_AT_KEY)
-        if at and etag and metadata.get("ownerid"):
-            self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = at, metadata.get(HANDED_KEY, "")
+        at, owner = metadata.get(HANDED_AT_KEY), metadata.get("ownerid")
+        if at and etag and owner and self._hands_used.get(name.lower()) != metadata.get(HANDED_KEY, ""):
+            self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = at, metadata.get(HANDED_KEY, ""), owner
             while len(self._hands_seen) > _HANDED_KEPT:
                 del self._hands_seen[next(iter(self._hands_seen))]
+
+    def _renewed_hand(self, name: str, claim: Ownership, etag: str | None) -> None:
+        """The recipient a listed hand names renewed that record (now at ``etag``): the hand holds for the new version.
+
+        A recipient takes a record handed to it as handed only when it sees it within an interval of the hand (an
+        older record naming it may be its own, expiring); otherwise its round renews the record first and fences it
+        after that claim. The claim's compare-and-swap was from the version the listing showed, so nothing was
+        written in between, and the hand is still the last word on where the handing period stopped; but the renewal
+        rewrites the blob's metadata without it, and the fence, finding no hand, read the checkpoint blob. When the
+        handing period's last write was still in flight (its turn among a handover's hundreds of final writes), that
+        was the checkpoint before it: the fence stamped it, the late write was refused, and the events between were
+        read twice (``rxhubs bench scale --real`` at 512 partitions). So the hand moves to the renewed version, and
+        the fence after the claim starts from it (:meth:`_handed_start`).
+        """
+        seen = self._hands_seen.pop((name.lower(), str(normalize_etag(claim.etag))), None)
+        if seen is not None and etag and seen[2] == claim.owner_id:
+            self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = seen
+
+    def _used_hand(self, own_name: str, hand_key: str) -> None:
+        """A fence of this store began a period from the hand of ``hand_key``'s period on the blob ``own_name``."""
+        self._hands_used[own_name.lower()] = hand_key
+        while len(self._hands_used) > _HANDED_KEPT:
+            del self._hands_used[next(iter(self._hands_used))]
 
     def _handed_start(self, own_name: str, name: str, ownership: Ownership) -> Checkpoint | None:
         """The position a hand this store listed gives ``ownership`` (None: none seen); its period begins there."""
         seen = self._hands_seen.pop((own_name, str(normalize_etag(ownership.etag))), None)
         if seen is None:
             return None
-        at, hand_key = seen
+        at, hand_key, _ = seen
+        self._used_hand(own_name, hand_key)
         etag = at.partition(" ")[0]
         checkpoint = hand_position(ownership, at)
         if checkpoint is None or not etag:  # malformed: the fence reads the blob

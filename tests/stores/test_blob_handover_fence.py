@@ -289,3 +289,64 @@ async def test_a_final_write_that_lands_after_the_recipients_first_write_is_refu
         assert "handed the partition over" in str(refused.value)
         [cp] = await store_b.list_checkpoints(NS, HUB, CG)
         assert cp.sequence_number == 12
+
+
+@pytest.mark.parametrize("final_lands", [True, False], ids=["final write lands late", "final write never lands"])
+async def test_a_recipient_that_renews_a_handed_record_before_its_fence_still_starts_from_the_hand(
+    azurite: Any, blob_container: str, final_lands: bool
+) -> None:
+    """``b`` lists ``a``'s hand (the write of 9 still in flight) but takes the record by renewing it first (its round
+    saw the record more than an interval after the hand: it may be b's own, expiring), then fences the renewed record.
+    The renewal's compare-and-swap was from the version listed, so the hand still says where ``a`` stopped: ``b``
+    starts after 9. Before, the renewal rewrote the blob without the hand and the fence read the checkpoint blob: 7
+    (``a``'s last write not landed yet), stamped it, the write of 9 was refused, and 8-9 were read twice (``rxhubs
+    bench scale --real``, 512 partitions). Broken by not moving the hand to the renewed version: the fence gives 7.
+    ``b``'s later listings of the blob and renewals do not bring the used hand back (a fence of a later period of
+    ``b``'s after its own checkpoints would otherwise start from it again)."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        [a] = await store_a.claim_ownership([own("a")])
+        await store_a.fence(a)
+        await store_a.update_checkpoint_fenced(at("0", 7), a)
+        hand = own("b", etag=a.etag)
+        store_a.note_handover(a, hand, final=at("0", 9))  # the final write is sent, not answered
+        [handed] = await store_a.claim_ownership([hand])
+        [listed] = await store_b.list_ownership(NS, HUB, CG)
+        assert (listed.owner_id, listed.etag) == ("b", handed.etag)
+        [b] = await store_b.claim_ownership([listed])  # b's round renews it before it reads it
+        assert b.etag != listed.etag
+        assert HANDED_AT_KEY not in (await store_b._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower())
+                                     .get_blob_properties()).metadata  # the fault: the blob no longer says 9
+        start, state = await store_b.fence_with_state(b)
+        if final_lands:  # a's write of 9 comes after b's fence, before b's first write: it still goes through
+            await store_a.update_checkpoint_fenced(at("0", 9), a)
+        assert (start, state) == (at("0", 9), None)
+        await store_b.update_checkpoint_fenced(at("0", 12), b)
+        [cp] = await store_b.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 12
+        # the hand is used: b's next listing and renewal do not keep it for a later period of b's
+        [relisted] = await store_b.list_ownership(NS, HUB, CG)
+        [renewed] = await store_b.claim_ownership([relisted])
+        assert await store_b.fence(renewed) == at("0", 12)
+
+
+async def test_a_hand_is_used_once_even_if_the_blob_still_shows_it(azurite: Any, blob_container: str) -> None:
+    """``b`` started from the hand it listed; a later listing shows the same hand (``b`` has not renewed yet). When
+    ``b``'s renewal is followed by a fence (``b`` lost the partition meanwhile and claims its own record again), the
+    fence reads the checkpoint ``b`` wrote since, not the old hand. Broken by keeping every listed hand: the fence
+    gives 9 and ``b``'s first write finds its own former period's key (refused)."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        [a] = await store_a.claim_ownership([own("a")])
+        await store_a.fence(a)
+        await store_a.update_checkpoint_fenced(at("0", 7), a)
+        hand = own("b", etag=a.etag)
+        store_a.note_handover(a, hand, final=at("0", 9))
+        [handed] = await store_a.claim_ownership([hand])
+        [listed] = await store_b.list_ownership(NS, HUB, CG)
+        assert await store_b.fence(listed) == at("0", 9)
+        await store_b.update_checkpoint_fenced(at("0", 15), listed)
+        [again] = await store_b.list_ownership(NS, HUB, CG)
+        assert again.etag == handed.etag  # the blob still carries the hand
+        [renewed] = await store_b.claim_ownership([again])
+        assert await store_b.fence(renewed) == at("0", 15)
