@@ -26,6 +26,7 @@ from rxhubs.spark._arrow_batch import arrow_path, compiled_builder
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._read import read_events, read_range
 from rxhubs.spark._source_options import _Options
+from tests.support.native import compiled_only
 
 HUB = "hub"
 BIG = bytes(range(256)) * 4095 + bytes(range(216))  # 1 MiB less 40 bytes: with the stamps, past one frame
@@ -61,6 +62,7 @@ def table(batches: Any) -> Any:
     return pa.Table.from_batches(got).combine_chunks()
 
 
+@compiled_only
 def test_a_range_read_from_the_frames_equals_the_events_path(emulator: BackgroundEmulator) -> None:
     assert compiled_builder() is not None, "the compiled Arrow builder was not built (make builds it)"
     assert arrow_path().startswith("frames to Arrow (compiled")
