@@ -57,9 +57,15 @@ def scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if self._queues is None:  # the queue is complete when the first unit goes out
                 self._queues, self._held = Queues(self.workqueue), {}
+            if not self._queues:  # what is left came back from a worker that crashed: as it comes
+                super()._assign_work_unit(node)
+                return
             running, waiting = [], 0
-            for other, held in self._held.items():
-                work = self.assigned_work[other]
+            for other, held in list(self._held.items()):
+                work = self.assigned_work.get(other)
+                if work is None:  # a worker gone (its unfinished units are back in the workqueue)
+                    del self._held[other]
+                    continue
                 held[:] = [scope for scope in held if not all(work[scope].values())]
                 running += held
                 waiting += other is not node and any(scope in self._queues.waiting for scope in held)
