@@ -1,4 +1,4 @@
-"""The suite's schedule (tests/conftest.py): which tests share a worker, and what goes out first.
+"""The suite's schedule (tests/support/schedule.py): which tests share a worker, and what goes out first.
 
 ``make test`` runs on two cores with six workers, so the schedule decides the wall time: the long units must
 start first, a JVM's users must share it, and what needs the one package build must come after it is made.
@@ -9,14 +9,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import _AFTER_THE_BUILD, _SECONDS, _needs_spark, _scope, _weight
+from tests.support.schedule import _AFTER_THE_BUILD, _SECONDS, _WAITS, Queues, _needs_spark, _scope, _weight
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_timed_key_names_a_test_that_exists() -> None:
     # a renamed test loses its time silently and goes out last: the schedule rots one rename at a time
-    for key in _SECONDS:
+    assert not set(_SECONDS) & set(_WAITS)  # a test works or waits, not both
+    for key in [*_SECONDS, *_WAITS]:
         module, _, name = key.partition("::")
         path = ROOT / module
         assert path.is_file(), key
@@ -45,12 +46,25 @@ class _Item:
         return name if name in self._marks else None
 
 
-def test_the_build_goes_out_among_the_first_and_its_other_user_waits_at_the_end_of_its_lane() -> None:
-    units: dict[str, float] = {}
-    for key, seconds in _SECONDS.items():
-        unit = _scope(ROOT, key if "::" in key else f"{key}::test_x")
-        units[unit] = units.get(unit, 0) + seconds
-    assert sorted(units.values(), reverse=True).index(units["tests/test_build.py"]) < 6  # six workers
+def _hand_out(units: dict[str, dict[str, bool]], workers: int, count: int) -> list[str]:
+    """The first ``count`` units the scheduler hands out, no unit finished meanwhile."""
+    queues, given, waiting = Queues(units), [], 0
+    for _ in range(count):
+        given.append(queues.pop(waiting, workers, given))
+        waiting += given[-1] in queues.waiting
+    return given
+
+
+def test_the_build_and_the_three_spark_lanes_go_out_first_and_the_builds_other_user_waits_at_the_end_of_its_lane(
+) -> None:
+    units: dict[str, dict[str, bool]] = {}
+    for key in [*_SECONDS, *_WAITS]:
+        nodeid = key if "::" in key else f"{key}::test_x"
+        units.setdefault(_scope(ROOT, nodeid), {})[nodeid] = False
+    first = _hand_out(units, 6, 6)  # six workers
+    assert {"tests/test_build.py", "tests/spark/", "Spark drivers: bench", "Spark drivers: examples, discovery"} <= set(
+        first)
+    assert 1 <= sum(unit in Queues(units).waiting for unit in first) <= 2  # the rest: the longest units that wait
     # in the lane it shares with the Spark examples, the discovery test comes last: the build is made by then
     discovery = _Item(f"{_AFTER_THE_BUILD[0]}::test_a_fresh_session", "spark", "slow")
     examples = [_Item(f"tests/test_examples.py::test_example_runs[{name}]", "spark", "slow")
@@ -58,6 +72,32 @@ def test_the_build_goes_out_among_the_first_and_its_other_user_waits_at_the_end_
     lane = {_scope(ROOT, item.nodeid) for item in (discovery, *examples)}
     assert lane == {"Spark drivers: examples, discovery"}
     assert sorted([discovery, *examples], key=_weight)[-1] is discovery
+
+
+def test_units_that_wait_go_to_their_share_of_the_workers_beside_those_that_work() -> None:
+    # seconds: the waiting units 100 + 60 + 40 = 200 of 600 not finished; a third of three workers: 1
+    waits = {f"tests/faults/test_w.py::test_{n}": s for n, s in (("a", 100), ("b", 60), ("c", 40))}
+    works = {f"tests/faults/test_k.py::test_{n}": s for n, s in (("a", 300), ("b", 80), ("c", 20))}
+    units = {nodeid: {nodeid: False} for nodeid in [*waits, *works]}
+    original = dict(_WAITS), dict(_SECONDS)
+    _WAITS.update(waits)
+    _SECONDS.update(works)
+    try:
+        queues = Queues(units)
+        assert queues.waiting == set(waits) and queues.share(3) == 1
+        assert queues.pop(0, 3) == "tests/faults/test_w.py::test_a"  # the longest that waits: none waits yet
+        assert queues.pop(1, 3, ["tests/faults/test_w.py::test_a"]) == "tests/faults/test_k.py::test_a"
+        running = ["tests/faults/test_w.py::test_a", "tests/faults/test_k.py::test_a"]
+        assert queues.pop(1, 3, running) == "tests/faults/test_k.py::test_b"  # its share is held
+        # the waiting worker's unit is done: its share is free again; then works run out, and waits go to anyone
+        assert queues.pop(0, 3, running[1:]) == "tests/faults/test_w.py::test_b"
+        assert queues.pop(1, 3, running[1:]) == "tests/faults/test_k.py::test_c"
+        assert queues.pop(1, 3, running[1:]) == "tests/faults/test_w.py::test_c" and len(queues) == 0
+    finally:
+        _WAITS.clear()
+        _WAITS.update(original[0])
+        _SECONDS.clear()
+        _SECONDS.update(original[1])
 
 
 def test_the_three_spark_lanes_take_about_as_long_each() -> None:

@@ -3,7 +3,8 @@
 The suite's wall time on two cores is its CPU divided by two plus the time the CPUs wait: at the end of the run,
 when the last long units run alone (a lane of Spark drivers, a test that mostly sleeps), and whenever the running
 tests sleep. ``--durations`` and ``--cpu-durations`` rank tests but cannot show that; this writes one JSON line
-per test (``{"test", "worker", "start", "stop"}``, seconds since the session started, set-up to tear-down) and,
+per test (``{"test", "worker", "start", "stop"}``, seconds since the session started, set-up to tear-down, and
+with ``--cpu-durations`` its CPU seconds, ``"cpu"``) and,
 every few seconds, one for the whole run (``{"at", "cpu"}``: the CPU seconds the suite's processes had used by
 then, the workers' children included), so the schedule's tail and the idle cores can be read from a run:
 
@@ -29,6 +30,7 @@ import psutil
 import pytest
 
 _KEY = "timeline"
+_CPU_KEY = "cpu_seconds"  # tests/support/cpu_report.py's figure, when --cpu-durations is on
 _SAMPLE_SECONDS = 5.0
 _START = pytest.StashKey[float]()
 
@@ -107,11 +109,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _recorder is None or report.when != "teardown":
         return
-    for key, value in report.user_properties:
-        if key == _KEY:
-            worker, start, stop = value
-            _recorder.write({"test": report.nodeid, "worker": worker,
-                             "start": round(start - _recorder.zero, 1), "stop": round(stop - _recorder.zero, 1)})
+    found = dict(report.user_properties)
+    if _KEY in found:
+        worker, start, stop = found[_KEY]
+        record = {"test": report.nodeid, "worker": worker,
+                  "start": round(start - _recorder.zero, 1), "stop": round(stop - _recorder.zero, 1)}
+        if _CPU_KEY in found:  # with --cpu-durations: the CPU the test used, its processes included
+            record["cpu"] = found[_CPU_KEY]
+        _recorder.write(record)
 
 
 def _summary(lines: list[dict[str, Any]], out: TextIO) -> None:
