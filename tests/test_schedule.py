@@ -6,7 +6,10 @@ start first, a JVM's users must share it, and what needs the one package build m
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.support.schedule import _AFTER_THE_BUILD, _SECONDS, _WAITS, Queues, _needs_spark, _scope, _weight
@@ -128,3 +131,31 @@ def test_the_timeline_shows_each_workers_span_and_the_last_tests_to_end() -> Non
     assert "last ended at 90 s" in text and "gw0: 1 tests, 1-90 s, busy 89 s" in text
     assert "cores busy, per minute: 1.50 0.33" in text  # 90 CPU seconds in the first minute, 10 in the next 30 s
     assert text.index("tests/a.py::test_long") < text.index("tests/b.py::test_short")  # the last to end first
+
+
+def test_a_worker_that_crashes_loses_its_test_and_the_run_goes_on_to_the_end(tmp_path: Path) -> None:
+    # a test that kills its worker: xdist reports it failed and starts another worker; the run must end with
+    # every other test run once (pytest-xdist's own remove_node handed the finished units out again: a hang)
+    (tmp_path / "conftest.py").write_text(
+        "from tests.support.schedule import scheduler\n\n"
+        "def pytest_xdist_make_scheduler(config, log):\n"
+        "    return scheduler(config, log)\n"
+    )
+    (tmp_path / "test_many.py").write_text(
+        "import os, pathlib\n\n"
+        "def record(name):\n"
+        "    with open(pathlib.Path(__file__).with_name('ran.txt'), 'a') as f:\n"
+        "        f.write(name + '\\n')\n\n"
+        + "".join(f"def test_{i}():\n    record('{i}')\n\n" for i in range(12))
+        + "def test_crash():\n    record('crash')\n    os._exit(3)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=600,  # a hang guard, not a speed limit: the run takes seconds
+    )
+    assert "1 failed, 12 passed" in run.stdout, run.stdout[-2000:]
+    assert "crashed while running 'test_many.py::test_crash'" in run.stdout
+    ran = (tmp_path / "ran.txt").read_text().split()
+    assert sorted(ran) == sorted([*map(str, range(12)), "crash"])  # each once, the crashing one not again

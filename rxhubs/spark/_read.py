@@ -62,16 +62,18 @@ def read_range(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
 
     With the compiled Arrow builder, straight from the frames (:mod:`rxhubs.spark._arrow_read`); without it (no
     compiler at install, or ``RXHUBS_NO_EXTENSIONS=1``: said once in the log), as events (:func:`read_events`).
-    With ``capturePath`` as events too: the range before retention comes from Capture files, not from frames.
+    With ``capturePath`` as events too: the range before retention comes from Capture files, not from frames. In
+    Spark's reused workers the worker's long-lived objects are frozen for the task (:mod:`rxhubs.spark._worker_gc`).
     """
     from rxhubs.spark._arrow_batch import frame_columns
+    from rxhubs.spark._worker_gc import freezing
 
     columns = frame_columns()
     if columns is None or opts.capture_path is not None:
-        return read_events(opts, partition)
+        return freezing(read_events(opts, partition))
     from rxhubs.spark._arrow_read import read_frames
 
-    return read_frames(opts, partition, columns)
+    return freezing(read_frames(opts, partition, columns))
 
 
 def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
@@ -102,6 +104,9 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
                 opts.check_secret(exc)
                 raise
             if not events:
+                if pending:  # the rows read so far go first, as the frames path hands them (the error names where
+                    yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()  # the hub stopped)
+                    pending, held = [], 0
                 raise RxHubsError(
                     f"partition {partition.partition!r} of {opts.eventhub_name!r}: no event for "
                     f"{wait:g} s at sequence number {position} (range {partition.start}.."

@@ -26,6 +26,7 @@ from rxhubs.spark._arrow_batch import arrow_path, compiled_builder
 from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._read import read_events, read_range
 from rxhubs.spark._source_options import _Options
+from tests.support.native import compiled_only
 
 HUB = "hub"
 BIG = bytes(range(256)) * 4095 + bytes(range(216))  # 1 MiB less 40 bytes: with the stamps, past one frame
@@ -61,6 +62,7 @@ def table(batches: Any) -> Any:
     return pa.Table.from_batches(got).combine_chunks()
 
 
+@compiled_only
 def test_a_range_read_from_the_frames_equals_the_events_path(emulator: BackgroundEmulator) -> None:
     assert compiled_builder() is not None, "the compiled Arrow builder was not built (make builds it)"
     assert arrow_path().startswith("frames to Arrow (compiled")
@@ -82,11 +84,13 @@ def test_a_range_read_from_the_frames_equals_the_events_path(emulator: Backgroun
     assert big.column("body")[0].as_py() == BIG
 
 
-def test_a_range_the_hub_cannot_fill_times_out_where_the_hub_stopped(emulator: BackgroundEmulator) -> None:
+@pytest.mark.parametrize("read", [read_range, read_events], ids=["as-built", "events-path"])
+def test_a_range_the_hub_cannot_fill_times_out_where_the_hub_stopped(emulator: BackgroundEmulator, read: Any) -> None:
+    # both paths hand Spark the rows they read before the wait runs out, then fail naming where the hub stopped
     conn_str = emulator.connection_string(HUB)
     fill(conn_str)
     opts = _Options({"connectionstring": conn_str, "receivetimeout": "0.5"})
-    batches = read_range(opts, SequenceRange("0", 890, 1000))  # 890..901 exist
+    batches = read(opts, SequenceRange("0", 890, 1000))  # 890..901 exist
     got = next(batches)
     assert got.column("sequenceNumber").to_pylist() == list(range(890, 902))
     with pytest.raises(RxHubsError, match=r"no event for 0.5 s at sequence number 902 \(range 890..999\)"):

@@ -18,6 +18,7 @@ from rxhubs.spark._ranges import SequenceRange
 from rxhubs.spark._read import read_range
 from rxhubs.spark._source_options import _Options
 from rxhubs.spark._worker_sessions import worker_sessions
+from tests.support.native import compiled_only
 
 HUB = "hub"
 
@@ -45,6 +46,7 @@ def expected(part: SequenceRange) -> list[tuple[int, bytes]]:
     return [(i, f"{part.partition}-{i}".encode()) for i in range(part.start, part.end)]
 
 
+@compiled_only  # sessions are opened ahead on the frames path (the compiled builder's)
 def test_the_next_task_attaches_on_a_session_opened_ahead_and_reads_exactly_its_range(
     emulator: BackgroundEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,6 +69,7 @@ def test_the_next_task_attaches_on_a_session_opened_ahead_and_reads_exactly_its_
     assert sessions.adopted == adopted
 
 
+@compiled_only
 def test_a_session_the_service_closed_between_tasks_is_not_used(emulator: BackgroundEmulator) -> None:
     opts = _Options({"connectionstring": emulator.connection_string(HUB)})
     sessions = worker_sessions()

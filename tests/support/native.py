@@ -10,6 +10,7 @@ other processes (the kill tests' workers) are not seen here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -29,3 +30,11 @@ def native_receive_path() -> Iterator[None]:
     yield
     fell = _paths.fallbacks()
     assert not fell, f"a receiver expected on the native path fell back: {fallback_report(fell)}"
+
+
+#: ``RXHUBS_NO_EXTENSIONS=1`` asks for the pure-Python build: a test that asserts the compiled build in use (its
+#: twin's case, or what only the compiled path does) does not apply then, and says why; the compiled build runs it.
+PURE_ASKED = os.environ.get("RXHUBS_NO_EXTENSIONS", "").strip() not in ("", "0")
+compiled_only = pytest.mark.skipif(
+    PURE_ASKED, reason="asserts the compiled build in use; RXHUBS_NO_EXTENSIONS=1 asks for the pure one"
+)

@@ -54,12 +54,36 @@ def scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return _scope(config.rootpath, nodeid)
 
+        def remove_node(self, node: Any) -> str | None:
+            """A worker gone: its unfinished units back in the workqueue, the test it crashed in not run again.
+
+            (pytest-xdist's own puts back every unit the worker was ever handed, the finished ones too; with a
+            unit per test a finished one goes out again with nothing to run, its worker never reports, and
+            the run hangs. And it would run the crashing test again, crashing a worker each time.)
+            """
+            workload = self.assigned_work.pop(node)
+            pending = [(scope, nodeid) for scope, unit in workload.items() for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            scope, crashed = pending[0]  # units run in the order handed out: the first unfinished one was running
+            workload[scope][crashed] = True  # xdist reports it failed ("worker crashed while running")
+            self.workqueue.update({scope: unit for scope, unit in workload.items() if not all(unit.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
         def _assign_work_unit(self, node: Any) -> None:
             if self._queues is None:  # the queue is complete when the first unit goes out
                 self._queues, self._held = Queues(self.workqueue), {}
+            if not self._queues:  # what is left came back from a worker that crashed: as it comes
+                super()._assign_work_unit(node)
+                return
             running, waiting = [], 0
-            for other, held in self._held.items():
-                work = self.assigned_work[other]
+            for other, held in list(self._held.items()):
+                work = self.assigned_work.get(other)
+                if work is None:  # a worker gone (its unfinished units are back in the workqueue)
+                    del self._held[other]
+                    continue
                 held[:] = [scope for scope in held if not all(work[scope].values())]
                 running += held
                 waiting += other is not node and any(scope in self._queues.waiting for scope in held)
