@@ -347,7 +347,6 @@ class BalancingLoop(Watching):
         While awaiting a handover, look at the records every :func:`~rxhubs.balancing._looks.look_gap` seconds
         meanwhile, and return (run the round now) as soon as a partition this consumer would claim was released.
         """
-        triggered = False  # a look or the watch asked for the round: what became ready meanwhile goes out first
         try:
             while self._stopping is None:
                 in_flight = self._releases.in_flight
@@ -356,8 +355,6 @@ class BalancingLoop(Watching):
                 ):
                     await self._release_ready()
                     continue
-                if triggered:
-                    return
                 now = self._now()
                 remaining = self._next_round - now
                 if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
@@ -365,35 +362,21 @@ class BalancingLoop(Watching):
                 look = self._looks.due(now)
                 if look is not None and look < self._next_round:
                     if look - now < SAME_INSTANT:
-                        triggered = await self._handed_over()
+                        if await self._handed_over():
+                            return
                         continue
                     remaining = look - now
                 watch = self._watch_at  # an owner watching for consumers that joined (_watch)
                 if watch is not None and watch < self._next_round:
                     if watch - now < SAME_INSTANT:
-                        triggered = await self._watched()
+                        if await self._watched():
+                            return
                         continue
                     remaining = min(remaining, watch - now)
                 self._wake.clear()
                 await self._wake.wait(remaining)
         finally:  # the round (or the wind-down) starts from answered releases (_releases)
-            await self._landed()
-
-    async def _landed(self) -> None:
-        """Wait until the releases in flight are answered, releasing the partitions that become ready meanwhile.
-
-        (Under asyncio.) A round due while one release was held unanswered held every later release up with it.
-        """
-        while self._releases.busy:
-            self._wake.clear()  # (before looking: a release answered or a partition ready meanwhile sets it again)
-            in_flight = self._releases.in_flight
-            if self._stopping is None and not self._release_failed and any(
-                s.ready and pid not in in_flight for pid, s in self.sessions.items()
-            ):
-                await self._release_ready()
-                continue
-            await self._wake.wait(self.settings.load_balancing_interval)
-        await self._releases.landed()
+            await self._releases.landed()
 
     async def _release_ready(self) -> None:
         """Release the partitions ready for it: at once under asyncio, beside those in flight (_releases)."""

@@ -77,11 +77,6 @@ class Releases:
         self.in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    @property
-    def busy(self) -> bool:
-        """True while a release sent by :meth:`send` is unanswered."""
-        return bool(self._tasks)
-
     def send(self, releases: list[Ownership]) -> None:
         """Release ``releases`` in a task of its own, without waiting for the releases in flight."""
         if not releases:
