@@ -119,15 +119,6 @@ class Looks:
             self._windows.append((expected, expected + self.window))
         self._next = self._after(now)
 
-    def watched_from(self, start: float, now: float) -> None:
-        """Look every look gap from ``start`` too: an owner watching the presence records may release from then on.
-
-        (Under asyncio, where owners watch: :mod:`~rxhubs.balancing._watch`.) Nothing changes unless awaiting.
-        """
-        if self._since is not None and not any(begin <= start for begin, _ in self._windows):
-            self._windows.append((start, start + self.fast))  # one look at its start, then every look gap
-            self._next = self._after(now)
-
     def _under_way(self, plan: Plan) -> bool:
         """Whether the owner is releasing now, so the releases come within moments, not at its next round.
 

@@ -58,10 +58,10 @@ from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
 from rxhubs.balancing._renewals import spread_renewals
+from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
-from rxhubs.balancing._watch import Watching
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore
 
@@ -69,7 +69,7 @@ __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
-class BalancingLoop(Watching):
+class BalancingLoop(RoundInputs):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
     Args:
@@ -305,9 +305,7 @@ class BalancingLoop(Watching):
         self._start_claimed(checkpoints)
         self._attempt = 0
         self._next_round = self._due_after(started)
-        self._watch_round(self._next_round)  # a round the watch triggered leaves the regular one where it was
         self._after_round(started)
-        self._watch_after(self._now())
         self._arm_watchdog()
 
     def _unanswered(
@@ -366,17 +364,34 @@ class BalancingLoop(Watching):
                             return
                         continue
                     remaining = look - now
-                watch = self._watch_at  # an owner watching for consumers that joined (_watch)
-                if watch is not None and watch < self._next_round:
-                    if watch - now < SAME_INSTANT:
-                        if await self._watched():
-                            return
-                        continue
-                    remaining = min(remaining, watch - now)
                 self._wake.clear()
                 await self._wake.wait(remaining)
         finally:  # the round (or the wind-down) starts from answered releases (_releases)
             await self._releases.landed()
+
+    # -- awaiting a handover -----------------------------------------------------------------------------------
+    async def _handed_over(self) -> bool:
+        """List the records once: True if a partition this consumer would claim was released meanwhile.
+
+        With the presence records (a consumer joined since the last round changes every target): the round this
+        look triggers claims from both listings at once.
+        """
+        self._looks.taken(self._now())
+        if self.partition_ids is None:
+            return False
+        try:
+            records, presence = await self.calls.owners_and_presence()
+        except Exception as exc:  # the next round reports it; a look is only a shortcut
+            log.debug("balancing: looking for a handover failed (%s)", exc)
+            return False
+        finally:
+            self._looks.answered(self._now())
+        seen = self._decide(records, presence, self.partition_ids)
+        if not seen.claim and not self._handed_to_me(seen):
+            self._looks.looked(seen, self._now())
+            return False
+        self._looked = records, presence
+        return True
 
     async def _release_ready(self) -> None:
         """Release the partitions ready for it: at once under asyncio, beside those in flight (_releases)."""
