@@ -80,13 +80,6 @@ class RoundInputs(WindDown):
         refresh answered before the listings counts in this round; a later answer, in the next one (at most one
         refresh is in flight). The first read of the ids, and virtual time, keep the order.
         """
-        if self.partition_ids is None and current_stepper() is None and self._presence_at is None:
-            present = asyncio.ensure_future(self._present())  # seen by the others while the ids are read
-            try:
-                ids = await self._partition_ids()
-            finally:
-                await present
-            return (None, [], []) if ids is None else (ids, *await self.calls.owners_and_presence())
         if self.partition_ids is None or current_stepper() is not None:
             if (ids := await self._partition_ids()) is None:
                 return None, [], []
@@ -95,20 +88,6 @@ class RoundInputs(WindDown):
             self._refresh = asyncio.ensure_future(self._partition_ids())
         records, presence = await self.calls.owners_and_presence()
         return self.partition_ids, records, presence
-
-    async def _present(self) -> None:
-        """Write this consumer's presence record beside its first read of the partition ids (under asyncio).
-
-        The others count consumers by their presence records, and a newcomer's first one went out with its first
-        claim, after that read and both listings: at 512 partitions on a loaded machine the joiners' records came
-        5-13 s after they started, and the owner's round that fell meanwhile dealt to the consumers it saw (the
-        rest got their share one interval later). Written first, a newcomer shows that much earlier. Its first
-        listing then sees the record, with the etag its first claim renews. A failure here costs only that time.
-        """
-        try:
-            await self.calls.claim([self._presence_record(await self.calls.presence(), self.owner_id)])
-        except Exception as exc:  # the first round's claim writes it anyway
-            log.debug("balancing: writing the presence record before the first round failed (%s)", exc)
 
     def _plan(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
         self.last_plan = self._decide(records, presence, ids)
