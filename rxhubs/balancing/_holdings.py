@@ -101,30 +101,17 @@ class Holdings:
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
             log.info("balancing: partition %s is no longer owned by this consumer", pid)
             self._lose(pid, "taken")
-        self._hand_over(decision)  # begun before the claim already (the round's); a no-op for those
-        self.rounds += 1
-
-    def _hand_over(self, decision: Plan) -> set[str]:
-        """Begin the handover of what ``decision`` releases: stop reading, finish, checkpoint (then release).
-
-        The round calls it as soon as it has planned, **before** its claim goes out: the drain (batches in flight,
-        final checkpoint writes) then runs while the claim is answered, instead of after it. An owner of 1,024
-        partitions handing 896 over waited 2-8 s for a claim of hundreds of renewals before it stopped reading
-        them (the bench's worker logs, ``rxhubs bench scale --real``). Returns the partitions being handed over.
-        """
         recipients = dict(decision.release_to)
-        handing: set[str] = set()
         for pid in decision.release:
             session = self.sessions.get(pid)
             if session is None:
                 continue
-            handing.add(pid)
             session.release_to = recipients.get(pid, "")
             if session.state is SessionState.CLAIMED:
                 session.mark_ready()
             elif session.drain():
                 self.listener.on_revoke(session, "handover")
-        return handing
+        self.rounds += 1
 
     async def _renew_unlisted(self) -> None:
         """The round's listing failed: renew what this consumer holds anyway, with the etags of its last renewals.

@@ -272,11 +272,6 @@ class BalancingLoop(RoundInputs):
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
                     else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
-            # what this round hands over drains from now, beside the claim; its fresh records are not renewed: they
-            # are released within moments, and each renewal would hold the claim up and race the release's write
-            handing = self._hand_over(decision)
-            kept.update(fresh_renewals([o for o in claims if o.partition_id in handing], self.sessions, sent_at,
-                                       *self._times))
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
             # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
@@ -314,19 +309,15 @@ class BalancingLoop(RoundInputs):
         """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
 
         A renewal unanswered keeps its session and its last renewal time (the next round renews it; the watchdog
-        gives it up at the expiration as for any failed renewal), also when its partition finished its handover
-        while the claim was out (it is released between rounds with the record as it was: giving it up instead left
-        the record naming this consumer until it expired, and the recipient waited for that); a release unanswered
-        stays ready (released again between rounds); a claim unanswered gains nothing; the presence record keeps
-        what was known of it.
+        gives it up at the expiration as for any failed renewal); a release unanswered stays ready (released again
+        between rounds); a claim unanswered gains nothing; the presence record keeps what was known of it.
         """
         missed = {(o.consumer_group, o.partition_id) for o in unanswered}
         log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed))
         self.listener.on_error("claim", StoreError(f"claim_ownership: {len(missed)} records not answered"))
-        released = {r.partition_id for r in releases}
-        renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]} - released
+        renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]}
         kept = {**kept, **{pid: s.record for pid in renewals if (s := self.sessions.get(pid)) is not None
-                           and s.record is not None}}
+                           and s.record is not None and not s.ready}}
         presence_sent = presence_sent and (self.presence_group, self.owner_id) not in missed
         return [r for r in releases if (r.consumer_group, r.partition_id) not in missed], presence_sent, kept
 
