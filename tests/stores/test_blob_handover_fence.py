@@ -265,6 +265,17 @@ async def test_a_hand_with_a_write_in_flight_starts_the_recipient_where_the_owne
             await store_a.update_checkpoint_fenced(at("0", 10), a)
 
 
+async def a_hands_over_to_b(store_a: BlobCheckpointStore) -> tuple[Any, Any]:
+    """``a`` owns partition 0 from 7 and hands it to ``b`` with its final write of 9 noted: ``a``'s record, ``b``'s."""
+    [a] = await store_a.claim_ownership([own("a")])
+    await store_a.fence(a)
+    await store_a.update_checkpoint_fenced(at("0", 7), a)
+    hand = own("b", etag=a.etag)
+    store_a.note_handover(a, hand, final=at("0", 9))
+    [b] = await store_a.claim_ownership([hand])
+    return a, b
+
+
 async def test_a_final_write_that_lands_after_the_recipients_first_write_is_refused(
     azurite: Any, blob_container: str
 ) -> None:
@@ -273,12 +284,7 @@ async def test_a_final_write_that_lands_after_the_recipients_first_write_is_refu
     ``a``'s store before it is sent."""
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
-        [a] = await store_a.claim_ownership([own("a")])
-        await store_a.fence(a)
-        await store_a.update_checkpoint_fenced(at("0", 7), a)
-        hand = own("b", etag=a.etag)
-        store_a.note_handover(a, hand, final=at("0", 9))
-        [b] = await store_a.claim_ownership([hand])
+        a, b = await a_hands_over_to_b(store_a)
         await store_b.list_ownership(NS, HUB, CG)
         assert await store_b.fence(b) == at("0", 9)
         await store_b.update_checkpoint_fenced(at("0", 12), b)
@@ -305,12 +311,7 @@ async def test_a_recipient_that_renews_a_handed_record_before_its_fence_still_st
     ``b``'s after its own checkpoints would otherwise start from it again)."""
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
-        [a] = await store_a.claim_ownership([own("a")])
-        await store_a.fence(a)
-        await store_a.update_checkpoint_fenced(at("0", 7), a)
-        hand = own("b", etag=a.etag)
-        store_a.note_handover(a, hand, final=at("0", 9))  # the final write is sent, not answered
-        [handed] = await store_a.claim_ownership([hand])
+        a, handed = await a_hands_over_to_b(store_a)  # the final write is sent, not answered
         [listed] = await store_b.list_ownership(NS, HUB, CG)
         assert (listed.owner_id, listed.etag) == ("b", handed.etag)
         [b] = await store_b.claim_ownership([listed])  # b's round renews it before it reads it
@@ -337,12 +338,7 @@ async def test_a_hand_is_used_once_even_if_the_blob_still_shows_it(azurite: Any,
     gives 9 and ``b``'s first write finds its own former period's key (refused)."""
     async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
             BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
-        [a] = await store_a.claim_ownership([own("a")])
-        await store_a.fence(a)
-        await store_a.update_checkpoint_fenced(at("0", 7), a)
-        hand = own("b", etag=a.etag)
-        store_a.note_handover(a, hand, final=at("0", 9))
-        [handed] = await store_a.claim_ownership([hand])
+        _a, handed = await a_hands_over_to_b(store_a)
         [listed] = await store_b.list_ownership(NS, HUB, CG)
         assert await store_b.fence(listed) == at("0", 9)
         await store_b.update_checkpoint_fenced(at("0", 15), listed)
