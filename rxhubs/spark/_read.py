@@ -93,6 +93,14 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
     )
     pending: list[Any] = []
     held = 0  # bytes of the bodies pending
+
+    def cut() -> list[Any]:
+        """The pending rows as record batches, and none pending."""
+        nonlocal pending, held
+        batches: list[Any] = to_arrow(EventBatch(context, tuple(pending))).to_batches()
+        pending, held = [], 0
+        return batches
+
     try:
         position = partition.start
         wait = opts.receive_timeout + _CONNECT_GRACE
@@ -105,8 +113,7 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
                 raise
             if not events:
                 if pending:  # the rows read so far go first, as the frames path hands them (the error names where
-                    yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()  # the hub stopped)
-                    pending, held = [], 0
+                    yield from cut()  # the hub stopped)
                 raise RxHubsError(
                     f"partition {partition.partition!r} of {opts.eventhub_name!r}: no event for "
                     f"{wait:g} s at sequence number {position} (range {partition.start}.."
@@ -121,11 +128,9 @@ def read_events(opts: _Options, partition: SequenceRange) -> Iterator[Any]:
                 pending.append(event)
                 held += len(event.body)
                 if len(pending) >= _ROWS or held >= _BYTES:
-                    yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()
-                    pending, held = [], 0
+                    yield from cut()
             if pending and position >= partition.end:
-                yield from to_arrow(EventBatch(context, tuple(pending))).to_batches()
-                pending, held = [], 0
+                yield from cut()
     finally:
         try:
             loop.run_until_complete(close_hub(hub))  # closes the receiver too
