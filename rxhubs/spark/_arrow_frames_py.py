@@ -1,3 +1,4 @@
+# cython: boundscheck=False, initializedcheck=False
 """Arrow columns straight from AMQP transfer frames: the Spark source's per-event work, one source, two builds.
 
 As :mod:`rxhubs.transport._frames_py` (whose frame rules it follows), this module runs as plain Python, and

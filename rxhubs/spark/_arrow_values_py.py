@@ -1,4 +1,4 @@
-# cython: boundscheck=False
+# cython: boundscheck=False, initializedcheck=False
 """The byte buffers of Arrow columns, and a reader of AMQP values, for the Spark source's frame reader.
 
 Half of :mod:`rxhubs.spark._arrow_frames_py` (one source, two builds, as that module is): ``_arrow_values_c.py``
@@ -32,11 +32,16 @@ class Buf:
         """Where the next ``k`` bytes go (grows the buffer when needed, and counts them as written)."""
         p = self.n
         if p + k > len(self.data):
-            self.view = None  # (the compiled build holds a buffer view: a bytearray cannot grow under it)
-            self.data.extend(bytes(max(p + k, 2 * len(self.data)) - len(self.data)))
-            self.view = self.data
+            self.grow(p + k)
         self.n = p + k
         return p
+
+    def grow(self, size: int) -> None:
+        self.view = None  # (the compiled build holds a buffer view: a bytearray cannot grow under it)
+        try:
+            self.data.extend(bytes(max(size, 2 * len(self.data)) - len(self.data)))
+        finally:  # (never left unset: the compiled build does not check the view before each use)
+            self.view = self.data
 
     def byte(self, x: int) -> None:
         p = self.room(1)
@@ -68,10 +73,13 @@ class Buf:
         k = b - a
         p = self.room(k)
         if k > 32:
-            self.view[p:p + k] = src[a:b]
+            self.bulk(src, a, b, p)
         else:
             for i in range(k):
                 self.view[p + i] = src[a + i]
+
+    def bulk(self, src: Any, a: int, b: int, p: int) -> None:
+        self.view[p:p + b - a] = src[a:b]  # (apart from copy: its temporaries cost every small copy)
 
     def add(self, src: bytes) -> None:
         """All of ``src`` (a name, a literal, a row's value: not the frame)."""
@@ -203,9 +211,12 @@ class ValueReader:
     def need(self, k: int) -> int:
         p = self.pos
         if k < 0 or p + k > self.end:
-            raise FrameError(f"a value runs past the end of its frame (at byte {p}, {k} more wanted)")
+            self.past(p, k)  # (raises: out of line, so that the compiled need stays small and inlined)
         self.pos = p + k
         return p
+
+    def past(self, p: int, k: int) -> None:
+        raise FrameError(f"a value runs past the end of its frame (at byte {p}, {k} more wanted)")
 
     def u8(self) -> int:
         x: int = self.v[self.need(1)]
