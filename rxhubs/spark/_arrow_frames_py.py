@@ -18,6 +18,7 @@ handed back to the SDK as a whole frame, as ``_frames_py.parse`` does.
 import importlib
 from typing import Any
 
+from rxhubs.spark._arrow_cut import cut
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
 __all__ = ["FrameColumns", "FrameError", "Unsupported"]
@@ -75,7 +76,6 @@ class FrameColumns(ValueReader):
         self.maps = [MapColumn(b[12:18]), MapColumn(b[18:24])]
         self.props = self.maps[0]
         self.system = self.maps[1]
-        self.marks = [0] * 24
         self.body_off.i32(0)
         self.off_off.i32(0)
         self.delivery = 0
@@ -167,17 +167,12 @@ class FrameColumns(ValueReader):
 
     def _event(self, data: bytes, pos: int, end: int) -> bool:
         """Add the event of ``data[pos:end]``; False when the SDK must decode it (the frame is handed back)."""
-        for i in range(24):
-            b = self.bufs[i]
-            self.marks[i] = b.n
         try:
             self._fast(pos, end)
             self.rows += 1
             return True
-        except BaseException as exc:  # the row is rolled back; anything but Unsupported goes on up
-            for i in range(24):
-                b = self.bufs[i]
-                b.n = self.marks[i]
+        except BaseException as exc:  # the row is cut off (_arrow_cut); anything but Unsupported goes on up
+            cut(self.bufs, self.rows)
             if not isinstance(exc, Unsupported):
                 raise
         try:
