@@ -219,7 +219,7 @@ class FrameColumns(ValueReader):
         self.scan()
         if self.kind != K_BYTES:
             raise Unsupported("a data section that is not binary")
-        self.body.copy(self.v, self.a, self.b)
+        self.body.copy(self, self.a, self.b)
         self.body_off.i32(self.body.n)
         system = self.system
         first = system.keys_off.n
@@ -278,7 +278,7 @@ class FrameColumns(ValueReader):
                     for i in range(self.a, self.b):
                         if self.v[i] >= 0x80:
                             raise Unsupported("an offset that is not ASCII")
-                    self.off.copy(self.v, self.a, self.b)
+                    self.off.copy(self, self.a, self.b)
                 elif kind == K_UINT or kind == K_INT:
                     self.off.digits(self.u, kind == K_INT and self.u != 0)
                 else:
@@ -292,7 +292,7 @@ class FrameColumns(ValueReader):
                 enqueued = True
             elif kn == 19 and system.keys.view[k + 6] == 0x70 and is_name(system.keys, k, _PKEY):
                 if kind == K_BYTES and self.utf8(self.a, self.b):
-                    self.pk.copy(self.v, self.a, self.b)
+                    self.pk.copy(self, self.a, self.b)
                     self.pk_ok.byte(1)
                 elif kind == K_NULL:
                     self.pk_ok.byte(0)

@@ -2,6 +2,8 @@
 # Cython reads these declarations beside the Python source ("pure Python mode"); the Python build ignores them.
 cimport cython
 
+cdef class ValueReader
+
 cdef int K_NULL, K_TRUE, K_FALSE, K_UINT, K_INT, K_BYTES, K_OTHER
 cdef int _MAX_DEPTH
 
@@ -22,8 +24,8 @@ cdef class Buf:
     @cython.locals(p=Py_ssize_t, i=int)
     cdef inline int i64(self, long long x) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
-    cdef int copy(self, const unsigned char[::1] src, Py_ssize_t a, Py_ssize_t b) except -1
-    cdef int bulk(self, const unsigned char[::1] src, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p) except -1
+    cdef int copy(self, ValueReader r, Py_ssize_t a, Py_ssize_t b) except -1
+    cdef int bulk(self, ValueReader r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef int add(self, bytes src) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t)
