@@ -25,7 +25,6 @@ cdef class Buf:
     cdef inline int i64(self, long long x) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef int copy(self, ValueReader r, Py_ssize_t a, Py_ssize_t b) except -1
-    cdef int bulk(self, ValueReader r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef int add(self, bytes src) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t)
@@ -94,6 +93,16 @@ cdef int is_name(Buf buf, Py_ssize_t at, bytes name) except -1
 
 @cython.locals(text=bytes)
 cdef int put(Buf data, Buf offsets, Buf valid, object value) except -1
+
+
+# Buf.copy's block copy: dst.view[p:p + k] = r.v[a:a + k] as one memcpy (the bounds are checked before it); the
+# Python build defines rxhubs_move as a function of the same effect.
+cdef extern from *:
+    """
+    #include <string.h>
+    #define rxhubs_move(dst, p, r, a, k) memcpy((dst)->view.data + (p), (r)->v.data + (a), (size_t)(k))
+    """
+    void rxhubs_move(Buf dst, Py_ssize_t p, ValueReader r, Py_ssize_t a, Py_ssize_t k)
 
 
 # The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
