@@ -57,7 +57,7 @@ from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
-from rxhubs.balancing._renewals import spread_renewals
+from rxhubs.balancing._renewals import handing_over, spread_renewals
 from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
@@ -270,8 +270,12 @@ class BalancingLoop(RoundInputs):
             sent_at = self._now()
             # a round a look triggered writes only what it gains: fresh renewals and presence wait for the next round;
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
+            # (and the partitions it begins handing over wait for the next round, released by then: _renewals)
+            handing = set(decision.release)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
-                    else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
+                    else {**spread_renewals([o for o in claims if o.partition_id not in handing], self.sessions,
+                                            sent_at, *self._renewal_times),
+                          **handing_over(handing, self.sessions, sent_at, *self._renewal_times)})
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
             # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
