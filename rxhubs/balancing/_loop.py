@@ -313,7 +313,10 @@ class BalancingLoop(RoundInputs):
         """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
 
         A renewal unanswered keeps its session and its last renewal time (the next round renews it; the watchdog
-        gives it up at the expiration as for any failed renewal); a release unanswered stays ready (released again
+        gives it up at the expiration as for any failed renewal), and so does one whose partition finished draining
+        while the claim was in flight: it is released between rounds with the record it had, its last checkpoint
+        write noted with the hand (given up as "taken over", it was handed on later as surplus without that note,
+        and its next owner read from the checkpoint before); a release unanswered stays ready (released again
         between rounds); a claim unanswered gains nothing; the presence record keeps what was known of it.
         """
         missed = {(o.consumer_group, o.partition_id) for o in unanswered}
@@ -321,7 +324,7 @@ class BalancingLoop(RoundInputs):
         self.listener.on_error("claim", StoreError(f"claim_ownership: {len(missed)} records not answered"))
         renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]}
         kept = {**kept, **{pid: s.record for pid in renewals if (s := self.sessions.get(pid)) is not None
-                           and s.record is not None and not s.ready}}
+                           and s.record is not None}}
         presence_sent = presence_sent and (self.presence_group, self.owner_id) not in missed
         return [r for r in releases if (r.consumer_group, r.partition_id) not in missed], presence_sent, kept
 
