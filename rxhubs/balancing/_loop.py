@@ -57,7 +57,7 @@ from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
-from rxhubs.balancing._renewals import spread_renewals
+from rxhubs.balancing._renewals import handing_over, spread_renewals
 from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
@@ -270,8 +270,12 @@ class BalancingLoop(RoundInputs):
             sent_at = self._now()
             # a round a look triggered writes only what it gains: fresh renewals and presence wait for the next round;
             # others renew each record before it is a third of the expiration old, spread over the rounds (_renewals)
+            # (and the partitions it begins handing over wait for the next round, released by then: _renewals)
+            handing = set(decision.release)
             kept = (fresh_renewals(claims, self.sessions, sent_at, *self._times) if looked is not None
-                    else spread_renewals(claims, self.sessions, sent_at, *self._renewal_times))
+                    else {**spread_renewals([o for o in claims if o.partition_id not in handing], self.sessions,
+                                            sent_at, *self._renewal_times),
+                          **handing_over(handing, self.sessions, sent_at, *self._renewal_times)})
             presence_sent = looked is None or not fresh(self._presence_at, sent_at, *self._times)
             # releases, presence and gains first: a claim cut short by a slow store (StoreCalls.claim_partly) drops
             # renewals, which the next round sends again: the oldest first, so a cut never drops the same ones twice
@@ -309,7 +313,10 @@ class BalancingLoop(RoundInputs):
         """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
 
         A renewal unanswered keeps its session and its last renewal time (the next round renews it; the watchdog
-        gives it up at the expiration as for any failed renewal); a release unanswered stays ready (released again
+        gives it up at the expiration as for any failed renewal), and so does one whose partition finished draining
+        while the claim was in flight: it is released between rounds with the record it had, its last checkpoint
+        write noted with the hand (given up as "taken over", it was handed on later as surplus without that note,
+        and its next owner read from the checkpoint before); a release unanswered stays ready (released again
         between rounds); a claim unanswered gains nothing; the presence record keeps what was known of it.
         """
         missed = {(o.consumer_group, o.partition_id) for o in unanswered}
@@ -317,7 +324,7 @@ class BalancingLoop(RoundInputs):
         self.listener.on_error("claim", StoreError(f"claim_ownership: {len(missed)} records not answered"))
         renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]}
         kept = {**kept, **{pid: s.record for pid in renewals if (s := self.sessions.get(pid)) is not None
-                           and s.record is not None and not s.ready}}
+                           and s.record is not None}}
         presence_sent = presence_sent and (self.presence_group, self.owner_id) not in missed
         return [r for r in releases if (r.consumer_group, r.partition_id) not in missed], presence_sent, kept
 

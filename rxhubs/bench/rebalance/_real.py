@@ -12,11 +12,12 @@ partition; seven more join (1 -> 8); four stop gracefully (8 -> 4); the rest sto
 
 Figures, each from this one run:
 
-* ``converge_1``, ``converge_8``, ``converge_4``: load-balancing intervals from each change (the first consumer's
-  "ready"; the last joiner's "ready"; the stop signals) to the last store write that moved a partition to another
-  owner (a claim won, a release, a hand to a recipient: every consumer logs the answers of its own writes),
-  counted once the ownership blobs show every partition owned by a live consumer and the shares even (differing
-  by at most one). Target: within 2 intervals per change.
+* ``converge_1``, ``converge_8``, ``converge_4``: load-balancing intervals from each change (the first consumer
+  let go; the seven joiners let go together; the stop signals: each worker imports rxhubs, prints "ready" and waits
+  at a start line, so seven processes' imports on two cores do not count as balancing) to the last store write
+  that moved a partition to another owner (a claim won, a release, a hand to a recipient: every consumer logs the
+  answers of its own writes), counted once the ownership blobs show every partition owned by a live consumer and
+  the shares even (differing by at most one). Target: within 2 intervals per change.
 * ``store_requests_per_interval``: HTTP requests to the storage account per consumer per interval (counted in
   each worker's storage pipeline, retries included), the busiest consumer, beside the official processor's rule
   of one listing and one claim per owned partition per interval plus its checkpoint writes; ``steady`` gives the
@@ -128,14 +129,23 @@ class _Group:
         stderr: Any = open(Path(logs) / f"{owner}.log", "w") if logs else subprocess.DEVNULL  # noqa: SIM115
         proc = subprocess.Popen(
             [sys.executable, "-m", "rxhubs.bench.handover._worker", "--impl", "rxhubs", "--owner", owner,
-             "--container", self.container, "--out", str(self.folder / f"{owner}.json")],
-            env={**os.environ, **self.env}, stdout=subprocess.PIPE, stderr=stderr, text=True,
+             "--container", self.container, "--out", str(self.folder / f"{owner}.json"), "--start-line"],
+            env={**os.environ, **self.env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
         )
         if logs:
             stderr.close()  # the child has its own copy
         assert proc.stdout is not None
-        proc.stdout.readline()  # "ready"
+        proc.stdout.readline()  # "ready": imported, waiting at the start line
         self.procs[owner] = proc
+
+    def go(self, owners: list[str]) -> float:
+        """Let the consumers ``owners`` (started, ready) begin consuming, together; the time they were let go."""
+        for owner in owners:
+            stdin = self.procs[owner].stdin
+            assert stdin is not None
+            stdin.write("go\n")
+            stdin.flush()
+        return time.time()
 
     def stop(self, owners: list[str]) -> None:
         for owner in owners:
@@ -177,7 +187,7 @@ async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, fe
         changes: dict[str, float] = {}
         result["changes"] = changes
         await asyncio.to_thread(group.start, "c0")
-        began = changes["start c0"] = time.time()  # from its "ready" (process start-up is not balancing)
+        began = changes["start c0"] = group.go(["c0"])  # from its start line (process start-up is not balancing)
         await until_converged("converge_1", began, ["c0"])
         cpu = _cpu_s(group.procs["c0"].pid), time.time()
         await asyncio.sleep(SETTLE_INTERVALS * interval)
@@ -185,7 +195,8 @@ async def _measure(group: _Group, storage: str, ns: str, hub: str, many: int, fe
         result["owner_cpu"] = (_cpu_s(group.procs["c0"].pid) - cpu[0]) / (time.time() - cpu[1])
         all_kib = _rss_kib(group.procs["c0"].pid)  # the first consumer, every partition owned
         await asyncio.gather(*(asyncio.to_thread(group.start, f"c{i}") for i in range(1, many)))
-        began = changes[f"join c1-c{many - 1}"] = time.time()  # all of them ready
+        # all of them imported and ready, let go together: the seven join at one moment
+        began = changes[f"join c1-c{many - 1}"] = group.go([f"c{i}" for i in range(1, many)])
         await until_converged(f"converge_{many}", began, [f"c{i}" for i in range(many)])
         await asyncio.sleep(SETTLE_INTERVALS * interval)
         # a newcomer owns a share, has imported and connected as the first did, and never held more: the
