@@ -13,7 +13,6 @@ cdef class FrameColumns(ValueReader):
     cdef object slow
     cdef public Py_ssize_t rows
     cdef list bufs, maps
-    cdef Py_ssize_t marks[24]
     cdef Buf body, body_off, off, off_off, seq, enq, pk, pk_off, pk_ok, pub, pub_off, pub_ok
     cdef MapColumn props, system
     cdef object delivery
@@ -24,7 +23,6 @@ cdef class FrameColumns(ValueReader):
     cpdef tuple parse(self, bytes buf, Py_ssize_t channel, unsigned long long handle, Py_ssize_t start=*)
     @cython.locals(code="unsigned int", count=Py_ssize_t, i=Py_ssize_t, at=Py_ssize_t, kind=int, ours=bint)
     cdef Py_ssize_t _transfer(self, Py_ssize_t body, Py_ssize_t end, unsigned long long handle) except -2
-    @cython.locals(i=int, b=Buf)
     cdef int _event(self, bytes data, Py_ssize_t pos, Py_ssize_t end) except -1
     @cython.locals(annotations=Py_ssize_t, properties=Py_ssize_t, application=Py_ssize_t, data=Py_ssize_t,
                    p=Py_ssize_t, d="unsigned int", at=Py_ssize_t, code="unsigned int", system=MapColumn,

@@ -1,3 +1,4 @@
+# cython: boundscheck=False, initializedcheck=False
 """Arrow columns straight from AMQP transfer frames: the Spark source's per-event work, one source, two builds.
 
 As :mod:`rxhubs.transport._frames_py` (whose frame rules it follows), this module runs as plain Python, and
@@ -17,6 +18,7 @@ handed back to the SDK as a whole frame, as ``_frames_py.parse`` does.
 import importlib
 from typing import Any
 
+from rxhubs.spark._arrow_cut import cut
 from rxhubs.transport._frame_errors import FrameError, Unsupported
 
 __all__ = ["FrameColumns", "FrameError", "Unsupported"]
@@ -74,7 +76,6 @@ class FrameColumns(ValueReader):
         self.maps = [MapColumn(b[12:18]), MapColumn(b[18:24])]
         self.props = self.maps[0]
         self.system = self.maps[1]
-        self.marks = [0] * 24
         self.body_off.i32(0)
         self.off_off.i32(0)
         self.delivery = 0
@@ -166,17 +167,12 @@ class FrameColumns(ValueReader):
 
     def _event(self, data: bytes, pos: int, end: int) -> bool:
         """Add the event of ``data[pos:end]``; False when the SDK must decode it (the frame is handed back)."""
-        for i in range(24):
-            b = self.bufs[i]
-            self.marks[i] = b.n
         try:
             self._fast(pos, end)
             self.rows += 1
             return True
-        except BaseException as exc:  # the row is rolled back; anything but Unsupported goes on up
-            for i in range(24):
-                b = self.bufs[i]
-                b.n = self.marks[i]
+        except BaseException as exc:  # the row is cut off (_arrow_cut); anything but Unsupported goes on up
+            cut(self.bufs, self.rows)
             if not isinstance(exc, Unsupported):
                 raise
         try:
@@ -223,7 +219,7 @@ class FrameColumns(ValueReader):
         self.scan()
         if self.kind != K_BYTES:
             raise Unsupported("a data section that is not binary")
-        self.body.copy(self.v, self.a, self.b)
+        self.body.copy(self, self.a, self.b)
         self.body_off.i32(self.body.n)
         system = self.system
         first = system.keys_off.n
@@ -282,7 +278,7 @@ class FrameColumns(ValueReader):
                     for i in range(self.a, self.b):
                         if self.v[i] >= 0x80:
                             raise Unsupported("an offset that is not ASCII")
-                    self.off.copy(self.v, self.a, self.b)
+                    self.off.copy(self, self.a, self.b)
                 elif kind == K_UINT or kind == K_INT:
                     self.off.digits(self.u, kind == K_INT and self.u != 0)
                 else:
@@ -296,7 +292,7 @@ class FrameColumns(ValueReader):
                 enqueued = True
             elif kn == 19 and system.keys.view[k + 6] == 0x70 and is_name(system.keys, k, _PKEY):
                 if kind == K_BYTES and self.utf8(self.a, self.b):
-                    self.pk.copy(self.v, self.a, self.b)
+                    self.pk.copy(self, self.a, self.b)
                     self.pk_ok.byte(1)
                 elif kind == K_NULL:
                     self.pk_ok.byte(0)

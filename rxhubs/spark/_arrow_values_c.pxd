@@ -2,6 +2,8 @@
 # Cython reads these declarations beside the Python source ("pure Python mode"); the Python build ignores them.
 cimport cython
 
+cdef class ValueReader
+
 cdef int K_NULL, K_TRUE, K_FALSE, K_UINT, K_INT, K_BYTES, K_OTHER
 cdef int _MAX_DEPTH
 
@@ -13,15 +15,16 @@ cdef class Buf:
     cdef public Py_ssize_t n
 
     @cython.locals(p=Py_ssize_t)
-    cdef Py_ssize_t room(self, Py_ssize_t k) except -1
+    cdef inline Py_ssize_t room(self, Py_ssize_t k) except -1
+    cdef int grow(self, Py_ssize_t size) except -1
     @cython.locals(p=Py_ssize_t)
-    cdef int byte(self, unsigned char x) except -1
+    cdef inline int byte(self, unsigned char x) except -1
     @cython.locals(p=Py_ssize_t)
-    cdef int i32(self, long long x) except -1
+    cdef inline int i32(self, long long x) except -1
     @cython.locals(p=Py_ssize_t, i=int)
-    cdef int i64(self, long long x) except -1
+    cdef inline int i64(self, long long x) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
-    cdef int copy(self, const unsigned char[::1] src, Py_ssize_t a, Py_ssize_t b) except -1
+    cdef int copy(self, ValueReader r, Py_ssize_t a, Py_ssize_t b) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef int add(self, bytes src) except -1
     @cython.locals(p=Py_ssize_t, i=Py_ssize_t)
@@ -31,7 +34,7 @@ cdef class Buf:
     @cython.locals(i=Py_ssize_t)
     cdef int same(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) except -1
     @cython.locals(x=Py_ssize_t)
-    cdef Py_ssize_t get_i32(self, Py_ssize_t at) except -1
+    cdef inline Py_ssize_t get_i32(self, Py_ssize_t at) except -1
     cpdef object take(self)
 
 
@@ -56,12 +59,13 @@ cdef class ValueReader:
     @cython.locals(i=Py_ssize_t, c="unsigned int", n=Py_ssize_t, lo="unsigned int", hi="unsigned int", j=Py_ssize_t)
     cdef int utf8(self, Py_ssize_t a, Py_ssize_t b) except -1
     @cython.locals(x="unsigned long long", i=Py_ssize_t)
-    cdef unsigned long long be(self, Py_ssize_t pos, Py_ssize_t width) except? 0xFFFFFFFFFFFFFFFF
+    cdef inline unsigned long long be(self, Py_ssize_t pos, Py_ssize_t width) noexcept
     @cython.locals(p=Py_ssize_t)
-    cdef Py_ssize_t need(self, Py_ssize_t k) except -1
+    cdef inline Py_ssize_t need(self, Py_ssize_t k) except -1
+    cdef int past(self, Py_ssize_t p, Py_ssize_t k) except -1
     @cython.locals(x=int)
-    cdef int u8(self) except -1
-    cdef Py_ssize_t count(self, bint large) except -1
+    cdef inline int u8(self) except -1
+    cdef inline Py_ssize_t count(self, bint large) except -1
     @cython.locals(code="unsigned int", k=Py_ssize_t, width=int, x="unsigned long long", top="unsigned long long")
     cdef int scan(self) except -1
     cdef int skip(self) except -1
@@ -89,6 +93,16 @@ cdef int is_name(Buf buf, Py_ssize_t at, bytes name) except -1
 
 @cython.locals(text=bytes)
 cdef int put(Buf data, Buf offsets, Buf valid, object value) except -1
+
+
+# Buf.copy's block copy: dst.view[p:p + k] = r.v[a:a + k] as one memcpy (the bounds are checked before it); the
+# Python build defines rxhubs_move as a function of the same effect.
+cdef extern from *:
+    """
+    #include <string.h>
+    #define rxhubs_move(dst, p, r, a, k) memcpy((dst)->view.data + (p), (r)->v.data + (a), (size_t)(k))
+    """
+    void rxhubs_move(Buf dst, Py_ssize_t p, ValueReader r, Py_ssize_t a, Py_ssize_t k)
 
 
 # The SHA-256 of the source this build was compiled from: setup.py defines the C macro per compiled module
