@@ -31,7 +31,7 @@ class Buf:
     def room(self, k: int) -> int:
         """Where the next ``k`` bytes go (grows the buffer when needed, and counts them as written)."""
         p = self.n
-        if p + k > len(self.data):
+        if p + k > len(self.view):  # (the view: its length is a C field when compiled)
             self.grow(p + k)
         self.n = p + k
         return p
