@@ -101,7 +101,7 @@ class Looks:
         self._last_expected: float | None = None
         self._next = 0.0
         self._taken_at: float | None = None
-        self._not_before = -math.inf  # the last look's answer, plus as long as it took (times the lookers, twice)
+        self._not_before = -math.inf  # the last look's answer, plus as long as it took, 2 * lookers - 1 times
         self._lookers = 1  # consumers that may be looking at once: the others of the last round's plan
 
     def after_round(self, plan: Plan | None, now: float) -> None:
@@ -187,25 +187,25 @@ class Looks:
         self._next = self._after(now)
 
     def answered(self, now: float) -> None:
-        """A look's listings came back at ``now``: the next one waits twice as long as the look took per looker.
+        """A look's listings came back at ``now``: the next one waits ``2 * lookers - 1`` times as long as it took.
 
         (And half an imminent gap at least.) A look lists every ownership blob (Azurite took 0.3-1 s for 1,024), and
         every consumer awaiting a handover looks: seven newcomers looking as soon as their last look was answered
         kept a single-threaded Azurite busy, and the owner's own round, whose listing and claim the handover waits
         for, took 16 s instead of 1 (``rxhubs bench scale --real``, 1,024 partitions, quiet). The consumers that may
-        be looking at once are the others of the last plan (all but this one); each waits ``2 * lookers`` times as
-        long as its last look took, so the looks of all of them take about half of the store's time at most, and
-        the looks slow down with the store instead of adding to its queue. One newcomer alone looks again after
-        twice its look's time (20-40 ms on a quiet store), well inside an imminent window's span.
+        be looking at once are the others of the last plan (all but this one); each looks for one part in
+        ``2 * lookers`` of the time, so all of them together take half of the store's time at most, and the looks
+        slow down with the store instead of adding to its queue. One newcomer alone waits as long as its look took,
+        as before.
 
         Example:
             >>> looks = Looks(BalancingSettings(load_balancing_interval=2.0, ownership_expiration=12.0))
             >>> looks.after_round(Plan(owner_id="b", owners=("a", "b"), awaiting=4, release_expected=10.0), 5.0)
             >>> looks.taken(10.0); looks.answered(10.5); looks.due(10.5)
-            11.5
+            11.0
             >>> looks.after_round(Plan(owner_id="b", owners=tuple("abcdefgh"), awaiting=4, release_expected=12.0), 11.0)
-            >>> looks.taken(12.0); looks.answered(12.5); looks.due(12.5)  # seven may look: 2 * 7 * 0.5 s
-            19.5
+            >>> looks.taken(12.0); looks.answered(12.5); looks.due(12.5)  # seven may look: 13 * 0.5 s
+            19.0
         """
         took = max(0.0, now - self._taken_at) if self._taken_at is not None else 0.0
-        self._not_before = now + max(self.fast / 2, 2 * self._lookers * took)
+        self._not_before = now + max(self.fast / 2, (2 * self._lookers - 1) * took)

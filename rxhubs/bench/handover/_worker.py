@@ -349,7 +349,7 @@ def _import(impl: str) -> None:
     if impl == "rxhubs":
         import rxhubs.operators
         import rxhubs.stores
-        import rxhubs.transport._hub  # noqa: F401
+        import rxhubs.transport._hub
 
         _ = rxhubs.EventHub, rxhubs.stores.BlobCheckpointStore  # imported when first used (0.4 s for the blob SDK)
     else:
