@@ -11,7 +11,8 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    under asyncio a refresh still unanswered when the listings are in never holds the round up: it plans
    from the ids known, and the next round from what the refresh read), ``list_ownership`` of the consumer
    group and of its presence group, the plan
-   (:func:`~rxhubs.balancing.plan`), one ``claim_ownership`` carrying the renewals due (each record before it
+   (:func:`~rxhubs.balancing.plan`; a plan that deals partitions to several consumers that joined together is
+   made again from the presence records listed a moment later: :meth:`~RoundInputs._plan_settled`), one ``claim_ownership`` carrying the renewals due (each record before it
    is a third of the expiration old, spread over the rounds: :mod:`~rxhubs.balancing._renewals`), the claims,
    the steals, the releases of partitions whose handover finished and this consumer's presence record (a round
    that a look triggered leaves out the renewals and the presence record that stay live until well past the next
@@ -259,8 +260,8 @@ class BalancingLoop(RoundInputs):
             listed = True
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
+            decision, presence = await self._plan_settled(records, presence, ids)
             self._presence_listed = presence
-            decision = self._plan(records, presence, ids)
             handed = self._handed_to_me(decision)
             releases = releases_of(self.sessions.values(), self.store)
             released = {r.partition_id for r in releases}
