@@ -12,8 +12,9 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    from the ids known, and the next round from what the refresh read), ``list_ownership`` of the consumer
    group and of its presence group, the plan
    (:func:`~rxhubs.balancing.plan`; a plan that deals partitions to several consumers that joined together is
-   made again from the presence records listed a moment later: :meth:`~RoundInputs._plan_settled`), one ``claim_ownership`` carrying the renewals due (each record before it
-   is a third of the expiration old, spread over the rounds: :mod:`~rxhubs.balancing._renewals`), the claims,
+   made again from the presence records listed a moment later: :meth:`~RoundInputs._plan_settled`), one
+   ``claim_ownership`` carrying the renewals due (each record before it is a third of the expiration old,
+   spread over the rounds: :mod:`~rxhubs.balancing._renewals`), the claims,
    the steals, the releases of partitions whose handover finished and this consumer's presence record (a round
    that a look triggered leaves out the renewals and the presence record that stay live until well past the next
    round without it: :func:`~rxhubs.balancing._records.fresh`; with nothing else to send it makes no call; a
