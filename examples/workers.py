@@ -1,7 +1,7 @@
 """Every core of one machine: rxhubs.run_workers runs two consumer processes that share a hub's partitions.
 
 Starts a local emulator, sends 500 events to each of 4 partitions, then runs two worker processes of one
-consumer group on a SQLite store for a few seconds; each worker writes what it read to its own file. Prints
+consumer group on a SQLite store for 15 seconds; each worker writes what it read to its own file. Prints
 the summary (events per worker) and checks every event was read. In production, leave out ``duration``:
 Ctrl-C stops all workers gracefully, and a worker that dies is restarted.
     python examples/workers.py
@@ -52,7 +52,7 @@ def main() -> int:
                 producer.send_batch(batch)
         summary = rxhubs.run_workers(
             functools.partial(pipeline, connection_string, str(folder)), workers=2, owner_prefix="example",
-            duration=8.0,
+            duration=15.0,  # reading 2,000 events takes 2-4 s; a busy machine (CI) needs the rest for start-up
         )
     print(summary)
     read = {line for f in folder.glob("example-w*.txt") for line in f.read_text().splitlines()}
