@@ -37,13 +37,13 @@ _log = logging.getLogger("rxhubs.spark.source")
 
 #: Rows per record batch handed to Spark (Spark's own ``arrow.maxRecordsPerBatch`` default).
 ROWS = 10_000
-#: ... or fewer, once the bodies held pass this many bytes (about 4,000 events of 1 KB). The link stops being read
-#: while either is held (its credit then runs out and the service pauses), so a batch holds at most one read chunk
-#: more: the loop runs only while the task waits for rows, and a link read on to twice either filled the next
-#: batch in the same waits, or this one when the wake-up was late (4.7 MiB batches on a loaded machine).
-#: Measured (docs/spark.md, Costs): batches of 32 MiB cost the Python worker 1.5-2 us more per 1 KB event than 4 MiB ones (fresh pages for every
-#: batch, caches missed) and the JVM turned a batch into rows only after the worker had read all of it; with
-#: 4 MiB the JVM's rows of one batch overlap the worker's read of the next.
+#: ... or fewer, once the bodies held pass this many bytes (about 4,000 events of 1 KB). The link stops being read while
+#: either is held (its credit then runs out and the service pauses), so a batch holds at most one read chunk more: the
+#: loop runs only while the task waits for rows, and a link read on to twice either filled the next batch in the same
+#: waits, or this one when the wake-up was late (4.7 MiB batches on a loaded machine). Measured (docs/spark.md, Costs):
+#: batches of 32 MiB cost the Python worker 1.5-2 us more per 1 KB event than 4 MiB ones (fresh pages for every batch,
+#: caches missed) and the JVM turned a batch into rows only after the worker had read all of it; with 4 MiB the JVM's
+#: rows of one batch overlap the worker's read of the next.
 BYTES = 4 << 20
 
 
