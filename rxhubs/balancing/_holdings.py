@@ -11,7 +11,7 @@ from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
 from rxhubs.balancing._listener import LoopListener, RevokeReason
-from rxhubs.balancing._looks import Looks
+from rxhubs.balancing._looks import SETTLE_INTERVALS, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._records import fresh, next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
@@ -59,6 +59,8 @@ class Holdings:
     last_plan: Plan | None
     _last_early: float
     _looks: Looks
+    #: How long an owner settles before dealing to the last round's plan (:meth:`_settle_after`).
+    _settle = 0.0
 
     def _now(self) -> float:
         return self.scheduler.now.timestamp()
@@ -371,7 +373,7 @@ class Holdings:
 
     def _after_round(self, started: float) -> None:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
-        self._looks.after_round(self.last_plan, started)
+        self._looks.after_round(self.last_plan, started, self._settle)  # an owner settles a join of several first
         plan = self.last_plan
         if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
             log.debug("balancing: round %d took %.2f s (%.2f to its claim, %.2f its claim): %d owners, target %d, own"
@@ -380,6 +382,12 @@ class Holdings:
                       len(plan.release), len(plan.release_to), plan.awaiting)
         if plan is not None and plan.awaiting > 0 and self._stopping is None:
             self.listener.on_awaiting(plan.awaiting)
+
+    def _settle_after(self, records: list[Ownership], plan: Plan) -> float:
+        """How long an owner settles before dealing, when ``plan``'s owners include two or more holding no record."""
+        holders = {r.owner_id for r in records if r.owner_id}
+        joining = sum(1 for owner in plan.owners if owner not in holders)
+        return self.settings.load_balancing_interval * SETTLE_INTERVALS if joining >= 2 else 0.0
 
     # -- time ------------------------------------------------------------------------------------------------
     def _due_after(self, started: float) -> float:

@@ -23,7 +23,7 @@ import math
 
 from rxhubs.balancing._planner import BalancingSettings, Plan
 
-__all__ = ["LINGER", "SAME_INSTANT", "Looks", "imminent_gap", "imminent_window", "look_gap"]
+__all__ = ["LINGER", "SAME_INSTANT", "SETTLE_INTERVALS", "Looks", "imminent_gap", "imminent_window", "look_gap"]
 
 #: While awaiting a handover, the records are listed this many times per interval outside the windows where a
 #: release is imminent. More would find a late release sooner but multiply the store calls of a mass join
@@ -40,6 +40,11 @@ LINGER = 0.1
 _IMMINENT_SPAN = 0.25 + LINGER
 #: Seconds within which two times are the same instant (virtual clocks count microseconds).
 SAME_INSTANT = 1e-6
+#: A round that deals partitions to several consumers that joined since the last one waits this part of an interval
+#: and lists the presence records again before dealing (:meth:`RoundInputs._plan_settled
+#: <rxhubs.balancing._round_inputs.RoundInputs._plan_settled>`); newcomers that see others join with them open their
+#: window of imminent looks that much after the owner's expected round (:meth:`Looks.after_round`).
+SETTLE_INTERVALS = 1 / 8
 
 
 def look_gap(interval: float) -> float:
@@ -103,9 +108,24 @@ class Looks:
         self._taken_at: float | None = None
         self._not_before = -math.inf  # the last look's answer, plus as long as it took, 2 * lookers - 1 times
         self._lookers = 1  # consumers that may be looking at once: the others of the last round's plan
+        self._settle = 0.0  # how much later than the owner's expected round its release is awaited
 
-    def after_round(self, plan: Plan | None, now: float) -> None:
-        """A round that began at ``now`` planned ``plan``: begin, go on or end looking."""
+    def after_round(self, plan: Plan | None, now: float, settle: float = 0.0) -> None:
+        """A round that began at ``now`` planned ``plan``: begin, go on or end looking.
+
+        ``settle``: seconds the owner waits before dealing when this consumer joined together with others
+        (:data:`SETTLE_INTERVALS` of an interval; 0 otherwise): the window at the owner's expected round opens that
+        much later. Opened at the round itself, 199 newcomers looked every 20 ms through all of it while the owner
+        settled, 3,200 looks more than without the settle (``rxhubs bench scale``, virtual time, 1 -> 200 at 1,024
+        partitions: 40.5 store calls per consumer per interval instead of 18.4, 0.8 intervals instead of 0.55).
+
+        Example:
+            >>> looks = Looks(BalancingSettings(load_balancing_interval=8.0, ownership_expiration=48.0))
+            >>> looks.after_round(Plan(owner_id="c", owners=("a", "b", "c"), awaiting=4, release_expected=10.0), 5.0,
+            ...                   settle=1.0)
+            >>> looks.due(5.0)  # the first look: the owner's expected round, and its settle
+            11.0
+        """
         if plan is not None:
             self._lookers = max(1, len(plan.owners) - 1)
         if plan is None or plan.awaiting <= 0:
@@ -118,8 +138,9 @@ class Looks:
         self._windows, self._origin, self._last_expected = [], now, expected
         if self._under_way(plan) or expected is None or expected <= now:
             self._windows.append((now, now + self.window))
+        self._settle = settle
         if expected is not None and expected > now:
-            self._windows.append((expected, expected + self.window))
+            self._windows.append((expected + settle, expected + settle + self.window))
         self._next = self._after(now)
 
     def _under_way(self, plan: Plan) -> bool:
@@ -167,13 +188,21 @@ class Looks:
             return None
         return max(self._next, self._not_before)
 
-    def looked(self, plan: Plan, now: float) -> None:
+    def looked(self, plan: Plan, now: float, settle: float = 0.0) -> None:
         """A look at ``now`` planned ``plan``, claiming nothing yet: a window opens if the owner renewed meanwhile.
 
         An owner that renewed since the last round's plan is balancing now (later than expected: a slow round,
-        or renewal times of coarse resolution), so its release is imminent.
+        or renewal times of coarse resolution), so its release is imminent. ``settle``: as for :meth:`after_round`,
+        when the look shows others joining with this consumer (consumers that join at the same instant see each
+        other only here, often at the first look of the window at the owner's expected round): the windows not yet
+        over move that much later, once.
         """
         self._lookers = max(1, len(plan.owners) - 1)  # newcomers seen since the round look too
+        if settle > self._settle:
+            self._windows = [(start + settle - self._settle, end + settle - self._settle) if end > now
+                             else (start, end) for start, end in self._windows]
+            self._settle = settle
+            self._next = self._after(now)
         expected, last = plan.release_expected, self._last_expected
         if plan.awaiting > 0 and expected is not None and last is not None and expected > last:
             self._last_expected = expected

@@ -388,7 +388,7 @@ class BalancingLoop(RoundInputs):
             self._looks.answered(self._now())
         seen = self._decide(records, presence, self.partition_ids)
         if not seen.claim and not self._handed_to_me(seen):
-            self._looks.looked(seen, self._now())
+            self._looks.looked(seen, self._now(), self._settle_after(records, seen))
             return False
         self._looked = records, presence
         return True

@@ -17,20 +17,18 @@ from rxhubs._retry import is_retriable
 from rxhubs._rx import deadline, sleep
 from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._listener import RevokeReason
+from rxhubs.balancing._looks import SETTLE_INTERVALS
 from rxhubs.balancing._planner import Plan, plan
 from rxhubs.balancing._session import SessionState
 from rxhubs.balancing._wind_down import WindDown
 
-__all__ = ["RoundInputs"]
+__all__ = ["SETTLE_INTERVALS", "RoundInputs"]
 
 log = logging.getLogger("rxhubs.balancing")
 
 #: Partition ids are re-read from the hub every this many rounds (partitions can be added to a live hub:
 #: every round, so new ones are claimed within an interval of appearing; one management call per round).
 _REFRESH_IDS_EVERY = 1
-#: A round that deals partitions to several consumers that joined since the last one waits this part of an interval
-#: and lists the presence records again before dealing (:meth:`RoundInputs._plan_settled`).
-SETTLE_INTERVALS = 1 / 8
 
 
 class RoundInputs(WindDown):
@@ -94,6 +92,7 @@ class RoundInputs(WindDown):
 
     def _plan(self, records: list[Ownership], presence: list[Ownership], ids: tuple[str, ...]) -> Plan:
         self.last_plan = self._decide(records, presence, ids)
+        self._settle = self._settle_after(records, self.last_plan)  # (for the looks' window)
         return self.last_plan
 
     async def _plan_settled(

@@ -41,3 +41,23 @@ def test_a_single_newcomer_is_dealt_its_share_without_waiting() -> None:
     g.run(30.0)
     hands = [t for t, pid, owner in a.store.claimed if owner == "b"]
     assert len(hands) == 8 and min(hands) < 10.0 + SETTLE_INTERVALS * I  # one newcomer: no burst to wait for
+
+
+def test_newcomers_that_join_together_look_when_the_owner_has_settled_not_while_it_settles() -> None:
+    # each newcomer looked every 20 ms from the owner's expected round while the owner settled (an eighth of an
+    # interval): 3,200 looks more among 199 newcomers of a 1,024-partition owner (virtual time: 40.5 store calls per
+    # consumer per interval instead of 18.4); the window now opens an eighth of an interval after the owner's round
+    g = Group(64, interval=I, expiry=60.0)
+    a = g.add("a", at=0.0)
+    new = [g.add(name, at=5.0) for name in "bcd"]
+    g.traffic(1.0, 30.0, every=0.5)
+    g.run(30.0)
+    settled = 10.0 + SETTLE_INTERVALS * I
+    hands = sorted(t for t, pid, owner in a.store.claimed if owner in "bcd" and pid not in "bcd")
+    assert hands and hands[0] >= settled  # a dealt after its settle
+    for x in new:
+        looks = [t for t, verb in x.store.calls if verb == "list_ownership" and 10.0 < t < settled - 0.01]
+        assert len(looks) <= 2, (x.name, looks)  # (an ordinary look or two; was a 20 ms window: 2 x 17 listings)
+        seen = min(t for t, verb in x.store.calls if verb == "list_ownership" and t >= hands[0])
+        assert seen - hands[0] <= 0.05, (x.name, hands[0], seen)  # and a 20 ms window when the release comes
+    assert sorted(len(x.owned) for x in g.consumers.values()) == [16] * 4
