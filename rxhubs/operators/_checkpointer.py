@@ -268,7 +268,9 @@ class Checkpointer:
         if state.session is session:
             state.pending = None
         session.lost("checkpoint", error)
-        self._settle(state)
+        # a former period's write refused (this consumer's own reclaim fenced it): the current period's position
+        # waited behind it, and a flush of the current period waits for that write: send it now
+        self._maybe_write(state)
 
     def _settle(self, state: _Partition) -> None:
         if state.idle:

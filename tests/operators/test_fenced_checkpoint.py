@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from reactivex.testing import TestScheduler
 
 import rxhubs
-from rxhubs import CloseReason, Ownership
+from rxhubs import Checkpoint, CloseReason, Event, EventBatch, Ownership, PartitionContext
 from rxhubs import operators as hops
+from rxhubs._rx import sleep
+from rxhubs.balancing import PartitionSession
 from rxhubs.errors import OwnershipLostError
 from rxhubs.stores import InMemoryCheckpointStore
-from rxhubs.testing import InMemoryEventHub
+from rxhubs.testing import InMemoryEventHub, marble_test
+
+CTX = PartitionContext("ns", "hub", "$Default", "0")
+
+
+def _batch(seq: int, session: PartitionSession) -> EventBatch:
+    event = Event(b"x", seq, str(seq * 10), dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    return EventBatch(CTX, (event,), None, None, session)
 
 
 def test_a_write_refused_after_a_takeover_stops_that_partition_only_and_is_reported_once() -> None:
@@ -60,3 +70,45 @@ def test_a_write_refused_after_a_takeover_stops_that_partition_only_and_is_repor
     owners = {o.partition_id: o.owner_id for o in store.peek(ns, name, "$Default")[0]}
     assert owners == {"0": "other", "1": "zombie"}  # nothing released on the other consumer's record
     assert taken.owner_id == "other"
+
+
+class _RefusesTheFirstPeriod(InMemoryCheckpointStore):
+    """Answers the write of sequence number 0 after ``latency`` seconds with a refusal (a later period fenced it)."""
+
+    def __init__(self, scheduler: TestScheduler, latency: float) -> None:
+        super().__init__()
+        self.scheduler, self.latency = scheduler, latency
+        self.written: list[tuple[float, int]] = []
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        if checkpoint.sequence_number == 0:
+            await sleep(self.latency)
+            raise OwnershipLostError("partition '0' is not 'me''s any more (a later period of the same owner fenced"
+                                     " the checkpoint)")
+        self.written.append((self.scheduler.clock, checkpoint.sequence_number))
+        await super().update_checkpoint(checkpoint)
+
+
+def test_a_former_periods_write_refused_lets_the_current_periods_flush_write_and_finish() -> None:
+    """Found at 1,024 partitions (`rxhubs bench scale --real`): an owner whose renewals went unanswered lost partitions
+    while their checkpoint writes were in flight, claimed them again, and began handing them over; the old period's
+    write came back refused (the new period's claim had fenced it), and the new period's flush, waiting behind that
+    write, never finished: 93 partitions stayed draining, never released, for the rest of the run.
+
+        batches      --a---b-c----------     a read in the first period, b and c in the second
+        writes       --a (in flight 8 s: refused at 210), then c at once
+        flush                 ^ (the second period's, at 209)
+        flushed                ^ once c is sent and written (210)
+    """
+    with marble_test() as t:
+        store = _RefusesTheFirstPeriod(t.scheduler, latency=8.0)
+        first, second = PartitionSession(CTX), PartitionSession(CTX)
+        source = {"a": _batch(0, first), "b": _batch(1, second), "c": _batch(2, second)}
+        flushed: list[float] = []
+        t.at(3.0, first.lose)  # expired while its write was in flight; then claimed again: `second`
+        t.at(9.0, lambda: second.flush().subscribe(
+            on_completed=lambda: flushed.append(t.scheduler.clock), scheduler=t.scheduler))
+        t.start(t.hot("--a---b-c-----------------", source).pipe(hops.checkpoint(store, max_interval=30.0)))
+        assert not first.owned  # the refusal was felt by the period it belonged to
+        assert flushed == [210.0]  # the refusal came at 210 (202 + 8): the current position went out then
+        assert store.written == [(210.0, 2)]
