@@ -257,6 +257,9 @@ class _FencedBlobWrites(_Hands, _Recycling):
                     else:
                         writer = _metadata(props).get(FENCE_KEY)
                         if writer != key and self._hand_writers.get(name) != (key, writer):
+                            if key in self._handed:  # its final write, and someone wrote since: see _Hands
+                                raise lost(ownership, "this period handed the partition over, and the checkpoint"
+                                           f" was written since (by {writer or 'a writer without fence'!r})")
                             await self._check_owner(own_name, ownership, writer)
                             checked = True
                         etag = str(normalize_etag(props.etag))

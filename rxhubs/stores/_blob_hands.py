@@ -30,6 +30,14 @@ it names the recipient). A recipient that did not list the hand reads it from th
 takes the later of the blob's position and the hand's (the handing period's last write may land after that read, or
 never: the recipient still starts where the old owner stopped; a write that lands after the recipient's fails on its
 etag, and the handing period writes nothing more).
+
+**That last write is refused once anyone else wrote the blob**, without the ownership check another period's key
+makes a write do. It may wait long for its turn (85 s behind a handover's 896 final writes on a loaded Azurite), and
+by then the handing owner may have claimed the partition again (the recipient stopped and released it): the ownership
+blob named that owner, its new period had not fenced yet, the check passed, and the write put the checkpoint back
+from the recipient's last position to the hand's (``rxhubs bench scale --real``, 1,024 partitions: 17 partitions,
+13 events each read twice). A handed period never owns the partition again, so a write of it that finds another key
+(or none: the official store's) is lost, whoever the ownership blob names.
 """
 
 from __future__ import annotations

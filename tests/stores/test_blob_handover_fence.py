@@ -346,3 +346,55 @@ async def test_a_hand_is_used_once_even_if_the_blob_still_shows_it(azurite: Any,
         assert again.etag == handed.etag  # the blob still carries the hand
         [renewed] = await store_b.claim_ownership([again])
         assert await store_b.fence(renewed) == at("0", 15)
+
+
+@pytest.mark.parametrize("recipient_released", [True, False], ids=["released, then reclaimed", "stolen back"])
+async def test_a_final_write_that_comes_after_the_former_owner_claimed_the_partition_again_is_refused(
+    azurite: Any, blob_container: str, recipient_released: bool
+) -> None:
+    """``a`` hands partition 0 to ``b`` with its final write (9) still waiting for its turn (on a busy store it waited
+    85 s behind the handover's other final writes). ``b`` starts after 9 and checkpoints 26; ``b`` stops and releases
+    the partition (or loses it), and ``a`` claims it again. Only then does ``a``'s old write go out: it fails on its
+    etag, re-reads, finds ``b``'s key, and checks the ownership blob, which names ``a`` again (its new claim, before
+    that period's fence): the write went through, the checkpoint went back from 26 to 9, ``a``'s new period started
+    from 9 and 10..26 were read twice (``rxhubs bench scale --real``, 1,024 partitions: 17 partitions, 13 events
+    each). Broken by letting a handed period's write pass the ownership check: it is refused, whoever owns the
+    partition now, once anyone else wrote the checkpoint blob."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        a, handed = await a_hands_over_to_b(store_a)  # the write of 9 is noted as in flight, not sent yet
+        await store_b.list_ownership(NS, HUB, CG)
+        assert await store_b.fence(handed) == at("0", 9)
+        await store_b.update_checkpoint_fenced(at("0", 26), handed)  # b's own checkpoint lands
+        [b] = await store_b.claim_ownership([handed])  # b renews
+        if recipient_released:
+            [gone] = await store_b.claim_ownership([own("", etag=b.etag)])  # b stops: released, no owner
+            [a2] = await store_a.claim_ownership([own("a", etag=gone.etag)])
+        else:
+            [a2] = await store_a.claim_ownership([own("a", etag=b.etag)])  # a takes it back (b expired, say)
+        with pytest.raises(OwnershipLostError):  # a's old final write gets its turn only now
+            await store_a.update_checkpoint_fenced(at("0", 9), a)
+        [cp] = await store_a.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 26
+        assert await store_a.fence(a2) == at("0", 26)  # a's new period starts after b's last checkpoint
+
+
+async def test_a_recipient_that_hands_on_before_its_first_write_still_writes_where_it_started(
+    azurite: Any, blob_container: str
+) -> None:
+    """``b`` starts from ``a``'s hand (the write of 9 in flight) and hands the partition on to ``c`` before it wrote
+    anything: its one write (the position it started from, ``rxhubs.balancing._handed_start``) finds ``a``'s key on
+    the blob, which is the period ``b``'s began after: it goes through although ``b``'s period is handed over too
+    (only a key other than those two refuses a handed period's write)."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        _a, b = await a_hands_over_to_b(store_a)  # a's write of 9 never lands
+        await store_b.list_ownership(NS, HUB, CG)
+        assert await store_b.fence(b) == at("0", 9)
+        hand = own("c", etag=b.etag)
+        store_b.note_handover(b, hand, final=at("0", 9))
+        await store_b.update_checkpoint_fenced(at("0", 9), b)
+        [cp] = await store_b.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == 9
+        props = await store_b._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower()).get_blob_properties()
+        assert props.metadata[FENCE_KEY].endswith(" b")
