@@ -22,9 +22,10 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
    the store has no fence), each handed to ``listener.on_acquired``;
 2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
-   handover finished (:meth:`ready`), and sleeps until the next round: one interval after the last began,
-   or sooner, right after another consumer's record expires (at most once per half interval), so a crashed
-   consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
+   handover finished (:meth:`ready`; under asyncio also while a round's claim is in flight, when the claim does not
+   carry their records: :mod:`~rxhubs.balancing._releases`), and sleeps until the next round: one interval after
+   the last began, or sooner, right after another consumer's record expires (at most once per half interval), so a
+   crashed consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
    partitions for it) it looks: lists the records and the presence records, from the moment the releasing
    owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 20 ms
@@ -64,6 +65,7 @@ from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import StoreCalls
+from rxhubs.balancing._unanswered import unanswered as unanswered_in
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore
 
@@ -193,6 +195,8 @@ class BalancingLoop(RoundInputs):
         session = self.sessions.get(partition_id)
         if session is not None:
             session.mark_ready()
+            if self._stopping is None and not self._release_failed and current_stepper() is None:  # (_releases)
+                self._releases.beside(partition_id, lambda: releases_of([session], self.store))
             self._wake.set()
 
     def abandon(self, partition_id: str) -> None:
@@ -285,10 +289,19 @@ class BalancingLoop(RoundInputs):
             sent = [*releases, *([self._presence_record(presence, self.owner_id)] if presence_sent else []),
                     *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
                             key=lambda o: (o.partition_id not in gains, age.get(o.partition_id, 0.0)))]
-            won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
+            self._releases.open_window({o.partition_id for o in sent if o.consumer_group == self.group[2]})
+            try:
+                won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
+            finally:  # partitions released beside the claim are not this round's to record (_releases)
+                beside = self._releases.close_window()
+            claims, kept = [o for o in claims if o.partition_id not in beside], {
+                pid: o for pid, o in kept.items() if pid not in beside}
             self._round_times = (sent_at - started, self._now() - sent_at)  # listings; claim (the bench's log)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
-                releases, presence_sent, kept = self._unanswered(unanswered, releases, presence_sent, kept)
+                self.listener.on_error("claim", StoreError(f"claim_ownership: {len(unanswered)} records not answered"))
+                releases, presence_sent, kept = unanswered_in(
+                    unanswered, self.group[2], self.presence_group, self.owner_id, self.sessions, releases,
+                    presence_sent, kept)
                 won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]
         except Exception as exc:
             if not listed and self._stopping is None:
@@ -308,27 +321,6 @@ class BalancingLoop(RoundInputs):
         self._next_round = self._due_after(started)
         self._after_round(started)
         self._arm_watchdog()
-
-    def _unanswered(
-        self, unanswered: list[Ownership], releases: list[Ownership], presence_sent: bool, kept: dict[str, Ownership]
-    ) -> tuple[list[Ownership], bool, dict[str, Ownership]]:
-        """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
-
-        A renewal unanswered keeps its session and its last renewal time (the next round renews it; the watchdog
-        gives it up at the expiration as for any failed renewal), and so does one whose partition finished draining
-        while the claim was in flight: it is released between rounds with the record it had, its last checkpoint
-        write noted with the hand (given up as "taken over", it was handed on later as surplus without that note,
-        and its next owner read from the checkpoint before); a release unanswered stays ready (released again
-        between rounds); a claim unanswered gains nothing; the presence record keeps what was known of it.
-        """
-        missed = {(o.consumer_group, o.partition_id) for o in unanswered}
-        log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed))
-        self.listener.on_error("claim", StoreError(f"claim_ownership: {len(missed)} records not answered"))
-        renewals = {o.partition_id for o in unanswered if o.consumer_group == self.group[2]}
-        kept = {**kept, **{pid: s.record for pid in renewals if (s := self.sessions.get(pid)) is not None
-                           and s.record is not None}}
-        presence_sent = presence_sent and (self.presence_group, self.owner_id) not in missed
-        return [r for r in releases if (r.consumer_group, r.partition_id) not in missed], presence_sent, kept
 
     def _round_failed(self, error: Exception) -> None:
         self._attempt += 1

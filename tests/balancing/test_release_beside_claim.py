@@ -1,0 +1,96 @@
+"""A partition whose handover finishes while a round's claim is in flight is released at once, beside that claim.
+
+Consumer ``a`` holds four partitions; ``b`` joins and ``a`` hands it two. The two partitions' final checkpoint writes
+are held until one of ``a``'s later rounds has sent its claim, and that claim is held unanswered: the partitions
+become ready while the round waits. Their release must go out meanwhile (rxhubs/balancing/_releases.py): an owner of
+1,024 partitions on Azurite, whose rounds' claims of renewals took 4-15 s each, one after another, handed 896
+partitions over in steps of one round each (68 s, ``rxhubs bench scale --real``, 2026-11-30).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import rxhubs
+from rxhubs import Checkpoint, EventBatch, Ownership
+from rxhubs import operators as hops
+from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
+from rxhubs.testing import InMemoryEventHub
+from tests.balancing.test_release_in_flight import FAST, GROUP, owners, until
+
+
+class HoldClaimWhileDraining(CheckpointStore):
+    """``a``'s view of the shared store: the handover's final writes wait for a claim of ``a``'s, which is held."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+        self.writes = 0
+        self.draining = False
+        self.claim_held = asyncio.Event()
+        self.let_go = asyncio.Event()
+        #: The partitions of each release to ``b``, with whether ``a``'s held claim was answered when it was sent.
+        self.sent: list[tuple[set[str], bool]] = []
+
+    async def list_ownership(self, *args: Any) -> list[Ownership]:
+        return await self.inner.list_ownership(*args)
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        handed = {c.partition_id for c in claims if c.owner_id == "b"}
+        if handed:
+            self.sent.append((handed, self.let_go.is_set()))
+        elif self.draining and not self.claim_held.is_set():  # a round's claim while the handover drains: hold it
+            self.claim_held.set()
+            await self.let_go.wait()
+        return await self.inner.claim_ownership(claims)
+
+    async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:
+        return await self.inner.list_checkpoints(*args)
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.writes += 1
+        if self.writes > 4:  # 1-4: each partition's first write; then the two handed partitions' last
+            self.draining = True
+            await self.claim_held.wait()
+        await self.inner.update_checkpoint(checkpoint)
+
+
+async def test_a_partition_ready_during_a_rounds_claim_is_released_beside_it() -> None:
+    hub = InMemoryEventHub(partition_count=4)
+    for pid in hub.partition_ids:
+        hub.send([b"first", b"second"], partition_id=pid)
+    inner = InMemoryCheckpointStore()
+    a_store = HoldClaimWhileDraining(inner)
+    stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
+
+    def run(owner: str, store: CheckpointStore) -> asyncio.Task[int]:
+        async def work(batch: EventBatch) -> None:
+            pass
+
+        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
+            hops.process(work), hops.checkpoint(store, max_interval=3600.0)
+        )
+        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=10.0, signals=()))
+
+    a = run("a", a_store)
+    await until(lambda: a_store.writes == 4)
+    for pid in hub.partition_ids:  # each partition has a position not yet written: its handover writes it
+        hub.send([b"more"], partition_id=pid)
+    await until(lambda: len(inner.peek(hub.fully_qualified_namespace, hub.eventhub_name, GROUP)[0]) == 4)
+    b = run("b", inner)
+    await a_store.claim_held.wait()
+    try:
+        await asyncio.wait_for(until(lambda: sum(len(p) for p, _ in a_store.sent) == 2), timeout=30.0)
+    except TimeoutError:
+        raise AssertionError(f"the releases waited for the round's claim: sent {a_store.sent}") from None
+    assert [answered for _, answered in a_store.sent] == [False] * len(a_store.sent)  # all beside the held claim
+    a_store.let_go.set()
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "b", "b"])
+    handed = set().union(*(p for p, _ in a_store.sent))
+    assert {p for p, o in owners(hub, inner).items() if o == "b"} == handed
+    for owner in ("a", "b"):
+        stops[owner].request()
+    await asyncio.gather(a, b)
+    assert set(owners(hub, inner).values()) == {""}
