@@ -103,6 +103,16 @@ class Holdings:
         for pid in [p for p, s in self.sessions.items() if p not in claimed and not s.ready]:
             log.info("balancing: partition %s is no longer owned by this consumer", pid)
             self._lose(pid, "taken")
+        self._begin_handovers(decision)
+        self.rounds += 1
+
+    def _begin_handovers(self, decision: Plan) -> None:
+        """Begin handing over what ``decision`` releases: drain each partition (to its recipient, if dealt one).
+
+        Under asyncio a round begins them before its claim (its records are left out of the claim while they stay
+        fresh, :func:`~rxhubs.balancing._renewals.handing_over`, and each is released beside the claim once drained:
+        :mod:`~rxhubs.balancing._releases`); then again after it, which changes nothing for a partition begun.
+        """
         recipients = dict(decision.release_to)
         for pid in decision.release:
             session = self.sessions.get(pid)
@@ -113,7 +123,6 @@ class Holdings:
                 session.mark_ready()
             elif session.drain():
                 self.listener.on_revoke(session, "handover")
-        self.rounds += 1
 
     async def _renew_unlisted(self) -> None:
         """The round's listing failed: renew what this consumer holds anyway, with the etags of its last renewals.

@@ -290,6 +290,8 @@ class BalancingLoop(RoundInputs):
                     *sorted((o for o in claims if o.partition_id not in handed and o.partition_id not in kept),
                             key=lambda o: (o.partition_id not in gains, age.get(o.partition_id, 0.0)))]
             self._releases.open_window({o.partition_id for o in sent if o.consumer_group == self.group[2]})
+            if current_stepper() is None:  # handovers begin now: drained meanwhile, released beside the claim
+                self._begin_handovers(decision)
             try:
                 won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
             finally:  # partitions released beside the claim are not this round's to record (_releases)
