@@ -58,6 +58,9 @@ class PartitionRecord:
     waiters: list[Callable[[], None]] = field(default_factory=list)
     #: Told the position of a flush's last write once it is sent (without state, nothing left after it)
     finals: list[Callable[[Checkpoint], None]] = field(default_factory=list)
+    #: The position a flush of this period named as its last (a hand carries it): an older write refused, or this one
+    #: not written once the partition is released, is what the handover meant, not a failure to report
+    announced: Checkpoint | None = None
 
     @property
     def idle(self) -> bool:
@@ -69,6 +72,7 @@ class PartitionRecord:
         Its claim was just answered, so a backoff left by the last period's failed writes ends too.
         """
         self.session, self.watermark, self.pending, self.recorded = session, -1, None, None
+        self.announced = None
         self.attempt = 0
         if self.retrying is not None:
             self.retrying.dispose()

@@ -162,7 +162,10 @@ class Checkpointer:
     def _maybe_write(self, state: _Partition, *, timer_fired: bool = False) -> None:
         if state.in_flight is not None or (self.failed and not state.waiters):
             return
-        if state.pending is not None and not is_owned(state.session):
+        final = state.announced
+        if state.pending is not None and final is not None and state.pending.sequence_number == final.sequence_number:
+            pass  # the last position a hand carries: written even once released (the store lets that one write in)
+        elif state.pending is not None and not is_owned(state.session):
             if self.completing or state.flushing:
                 lost = state.pending
                 log.warning("checkpoint of partition %s at sequence number %d not written: the partition is no"
@@ -197,6 +200,8 @@ class Checkpointer:
         if state.flushing and not state.state.stateful:
             for tell in list(state.finals):
                 tell(checkpoint)
+            if getattr(state.session, "final", None) is checkpoint:  # taken: a hand carries it (flush(early=True))
+                state.announced = checkpoint
 
     def _write(self, state: _Partition, now: float) -> None:
         checkpoint = state.pending
@@ -262,6 +267,18 @@ class Checkpointer:
         self, state: _Partition, session: OwnershipSession, checkpoint: Checkpoint, error: OwnershipLostError
     ) -> None:
         """The store refused the write: another consumer claimed the partition. Nothing is retried or written."""
+        announced = state.announced
+        if (state.session is session and announced is not None
+                and checkpoint.sequence_number <= announced.sequence_number):
+            # the position a flush named as its last, or an older one: the hand carried the last, and once the
+            # partition is handed over the store refuses this period's other writes, and the last one too once anyone
+            # wrote since (the recipient, who started there): what a handover means, not a takeover to report
+            log.debug("checkpoint of partition %s at sequence number %d refused after the hand: %s",
+                      checkpoint.partition_id, checkpoint.sequence_number, error)
+            if checkpoint.sequence_number == announced.sequence_number:
+                state.pending = None
+            self._maybe_write(state)  # the last position goes out still, after an older one refused
+            return
         self.refused += 1
         log.warning("checkpoint of partition %s at sequence number %d refused: %s",
                     checkpoint.partition_id, checkpoint.sequence_number, error)
@@ -320,6 +337,11 @@ class Checkpointer:
             state.finals.append(observer.on_next)
             if state.in_flight is not None and state.pending is None:  # sent before the flush
                 self._announce(state, state.in_flight)
+            elif state.in_flight is not None and state.pending is not None:
+                # a write in flight, perhaps waiting its turn behind hundreds (an owner handing 896 partitions over):
+                # the newest position is the last, and a hand carries it; its write follows the one in flight unless
+                # the partition is released first (the recipient then starts there and writes it itself)
+                self._announce(state, state.pending)
             self._maybe_write(state)
             return Disposable()
 
