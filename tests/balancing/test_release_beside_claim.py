@@ -14,11 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import rxhubs
-from rxhubs import Checkpoint, EventBatch, Ownership
-from rxhubs import operators as hops
+from rxhubs import Checkpoint, Ownership
 from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
-from rxhubs.testing import InMemoryEventHub
-from tests.balancing.test_release_in_flight import FAST, GROUP, owners, until
+from tests.balancing.test_release_in_flight import GROUP, four_partitions, owners, start, until
 
 
 class HoldClaimWhileDraining(CheckpointStore):
@@ -58,28 +56,15 @@ class HoldClaimWhileDraining(CheckpointStore):
 
 
 async def test_a_partition_ready_during_a_rounds_claim_is_released_beside_it() -> None:
-    hub = InMemoryEventHub(partition_count=4)
-    for pid in hub.partition_ids:
-        hub.send([b"first", b"second"], partition_id=pid)
-    inner = InMemoryCheckpointStore()
+    hub, inner = four_partitions(), InMemoryCheckpointStore()
     a_store = HoldClaimWhileDraining(inner)
     stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
-
-    def run(owner: str, store: CheckpointStore) -> asyncio.Task[int]:
-        async def work(batch: EventBatch) -> None:
-            pass
-
-        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
-            hops.process(work), hops.checkpoint(store, max_interval=3600.0)
-        )
-        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=10.0, signals=()))
-
-    a = run("a", a_store)
+    a = start(hub, "a", a_store, stops["a"])
     await until(lambda: a_store.writes == 4)
     for pid in hub.partition_ids:  # each partition has a position not yet written: its handover writes it
         hub.send([b"more"], partition_id=pid)
     await until(lambda: len(inner.peek(hub.fully_qualified_namespace, hub.eventhub_name, GROUP)[0]) == 4)
-    b = run("b", inner)
+    b = start(hub, "b", inner, stops["b"])
     await a_store.claim_held.wait()
     try:
         await asyncio.wait_for(until(lambda: sum(len(p) for p, _ in a_store.sent) == 2), timeout=30.0)
@@ -126,26 +111,13 @@ class HoldTheHandingClaim(HoldClaimWhileDraining):
 async def test_the_handover_begins_before_the_claim_of_the_round_that_plans_it() -> None:
     """The round that deals partitions to a newcomer drains them while its own claim (renewals, presence) is in
     flight, and releases them beside it: the claim took 4-15 s at 1,024 partitions on Azurite."""
-    hub = InMemoryEventHub(partition_count=4)
-    for pid in hub.partition_ids:
-        hub.send([b"first", b"second"], partition_id=pid)
-    inner = InMemoryCheckpointStore()
+    hub, inner = four_partitions(), InMemoryCheckpointStore()
     a_store = HoldTheHandingClaim(inner)
     stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
-
-    def run(owner: str, store: CheckpointStore) -> asyncio.Task[int]:
-        async def work(batch: EventBatch) -> None:
-            pass
-
-        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
-            hops.process(work), hops.checkpoint(store, max_interval=3600.0)
-        )
-        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=10.0, signals=()))
-
-    a = run("a", a_store)
+    a = start(hub, "a", a_store, stops["a"])
     await until(lambda: a_store.writes == 4)
     await until(lambda: len(inner.peek(hub.fully_qualified_namespace, hub.eventhub_name, GROUP)[0]) == 4)
-    b = run("b", inner)
+    b = start(hub, "b", inner, stops["b"])
     await a_store.claim_held.wait()
     try:
         await asyncio.wait_for(until(lambda: sum(len(p) for p, _ in a_store.sent) == 2), timeout=30.0)

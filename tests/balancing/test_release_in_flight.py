@@ -76,23 +76,35 @@ def owners(hub: InMemoryEventHub, store: InMemoryCheckpointStore) -> dict[str, s
     return {o.partition_id: o.owner_id for o in records}
 
 
-async def test_a_release_does_not_wait_for_the_one_in_flight() -> None:
+def four_partitions() -> InMemoryEventHub:
+    """A hub of four partitions holding two events each."""
     hub = InMemoryEventHub(partition_count=4)
     for pid in hub.partition_ids:
         hub.send([b"first", b"second"], partition_id=pid)
+    return hub
+
+
+def start(hub: InMemoryEventHub, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown) -> asyncio.Task[int]:
+    """Consumer ``owner`` under asyncio, checkpointing once an hour: after each partition's first write, only the
+    handover's flushes write."""
+
+    async def work(batch: EventBatch) -> None:
+        pass
+
+    pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
+        hops.process(work), hops.checkpoint(store, max_interval=3600.0)
+    )
+    return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, grace=10.0, signals=()))
+
+
+async def test_a_release_does_not_wait_for_the_one_in_flight() -> None:
+    hub = four_partitions()
     inner = InMemoryCheckpointStore()
     a_store = HoldFirstRelease(inner)
     stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
 
     def run(owner: str, store: CheckpointStore) -> asyncio.Task[int]:
-        async def work(batch: EventBatch) -> None:
-            pass
-
-        # max_interval of an hour: after each partition's first write, only the handover's flushes write
-        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
-            hops.process(work), hops.checkpoint(store, max_interval=3600.0)
-        )
-        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=10.0, signals=()))
+        return start(hub, owner, store, stops[owner])
 
     a = run("a", a_store)
     await until(lambda: a_store.writes == 4)  # a reads all four partitions and wrote each one's first checkpoint
