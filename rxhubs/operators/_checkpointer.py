@@ -162,10 +162,8 @@ class Checkpointer:
     def _maybe_write(self, state: _Partition, *, timer_fired: bool = False) -> None:
         if state.in_flight is not None or (self.failed and not state.waiters):
             return
-        final = state.announced
-        if state.pending is not None and final is not None and state.pending.sequence_number == final.sequence_number:
-            pass  # the last position a hand carries: written even once released (the store lets that one write in)
-        elif state.pending is not None and not is_owned(state.session):
+        # the last position a hand carries is written even once released (the store lets that one write in)
+        if state.pending is not None and not is_owned(state.session) and not _handed_last(state):
             if self.completing or state.flushing:
                 lost = state.pending
                 log.warning("checkpoint of partition %s at sequence number %d not written: the partition is no"
@@ -335,14 +333,18 @@ class Checkpointer:
             # once the last position is on its way (without state), a handover may name it rather than wait for
             # the answer (PartitionSession.flush(early=True)); the flusher still completes on the answer
             state.finals.append(observer.on_next)
-            if state.in_flight is not None and state.pending is None:  # sent before the flush
-                self._announce(state, state.in_flight)
-            elif state.in_flight is not None and state.pending is not None:
-                # a write in flight, perhaps waiting its turn behind hundreds (an owner handing 896 partitions over):
-                # the newest position is the last, and a hand carries it; its write follows the one in flight unless
-                # the partition is released first (the recipient then starts there and writes it itself)
-                self._announce(state, state.pending)
+            if state.in_flight is not None:
+                # sent before the flush; or, with a newer position pending, perhaps waiting its turn behind hundreds
+                # (an owner handing 896 partitions over): the newest position is the last, a hand carries it, and
+                # its write follows the one in flight
+                self._announce(state, state.pending or state.in_flight)
             self._maybe_write(state)
             return Disposable()
 
         return reactivex.create(subscribe)
+
+
+def _handed_last(state: _Partition) -> bool:
+    """Whether the pending position is the one a handover's flush named as its last (a hand carries it)."""
+    pending, announced = state.pending, state.announced
+    return pending is not None and announced is not None and pending.sequence_number == announced.sequence_number

@@ -185,12 +185,8 @@ class Pump:
             self.on_result(events)
             return True
         self.pulling = True
-        count, wait = self.max_batch_size, self.max_wait
         idle = self.max_wait if self.emit_empty else max(self.max_wait, IDLE_PULL)
-        if shaper is not None:
-            count, wait = shaper.room, shaper.wait(self.now(), idle)
-        else:
-            wait = idle
+        count, wait = (self.max_batch_size, idle) if shaper is None else (shaper.room, shaper.wait(self.now(), idle))
         source = from_coroutine(lambda: receiver.receive_batch(count, wait))
         self.pull = source.subscribe(self.on_pulled, self.on_pull_error, scheduler=self.scheduler)
         return not self.pulling
