@@ -89,3 +89,19 @@ def test_a_signal_stops_a_real_process_gracefully(sig: signal.Signals) -> None:
     assert proc.returncode == 0, err
     assert out.split("\n")[:2] == ["completed", "closed 2"]
     assert "Traceback" not in err
+
+
+def test_gc_thresholds_hold_while_the_pipeline_runs_and_are_put_back_after() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    pipeline = reactivex.of(1, 2).pipe(ops.do_action(lambda _: seen.append(gc.get_threshold())))
+    assert rxhubs.run(pipeline, gc_thresholds=(50_000, 20, 100)) == 2
+    assert seen == [(50_000, 20, 100)] * 2
+    assert gc.get_threshold() == before
+    with pytest.raises(ConfigurationError, match="gc_thresholds"):
+        rxhubs.run(reactivex.throw(ValueError("never reached")), gc_thresholds=(700, 10))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="failed"):  # put back when the pipeline fails, too
+        rxhubs.run(reactivex.throw(ValueError("failed")), gc_thresholds=(1, 1, 1))
+    assert gc.get_threshold() == before
