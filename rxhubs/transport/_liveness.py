@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rxhubs import _telemetry
 from rxhubs.errors import ConfigurationError, TransportError
+from rxhubs.transport._watch_clock import WatchClock
 
 if TYPE_CHECKING:
     from rxhubs._models import PartitionContext
@@ -47,8 +48,6 @@ DEFAULT_OPEN_TIMEOUT = 30.0
 DEFAULT_MANAGEMENT_TIMEOUT = 30.0
 #: Longest gap between two looks of a watchdog (a quarter of the idle timeout when that is shorter).
 _LOOK_EVERY = 1.0
-#: The second look at a path found dead, after the reader had a chance to take what the socket holds.
-_CONFIRM = 0.05
 #: pyamqp connection states in which the Open (carrying the idle timeout) has been sent.
 _OPEN_SENT = frozenset({"OPEN_PIPE", "OPEN_SENT", "OPENED"})
 _WARNED = "_rxhubs_warned"
@@ -178,22 +177,10 @@ class Watchdog:
 
         A look that comes late (the event loop was busy: a synchronous handler, a slow machine) excuses the time
         before it, and a look that finds the path dead looks once more a moment later, after the reader had a
-        chance to take what the socket holds: a busy loop that did not read is not a silent service.
+        chance to take what the socket holds: a busy loop that did not read is not a silent service. The looks
+        are taken by one timer for every watchdog of the loop (:mod:`rxhubs.transport._watch_clock`).
         """
-        every = min(_LOOK_EVERY, self.idle_timeout / 4)
-        while True:
-            started = self._clock()
-            await asyncio.sleep(every)
-            if self._clock() - started > 2 * every:
-                self.excuse()
-            silent = self.check()
-            if silent is not None:
-                await asyncio.sleep(_CONFIRM)
-                silent = self.check()
-                if silent is not None:
-                    return silent
-            if self.paused is not None:
-                await _heartbeat(self.paused)
+        return await WatchClock.of(min(_LOOK_EVERY, self.idle_timeout / 4), _heartbeat).wait(self)
 
 
 async def _heartbeat(connection: Any) -> None:

@@ -180,3 +180,38 @@ async def test_backpressure_is_not_silence(
                 got += [e.sequence_number for e in await receiver.receive_batch(50, max_wait=10)]
             assert got == list(range(200))
     assert _stall_warnings(caplog) == []
+
+
+async def test_the_watchdogs_of_a_loop_share_one_timer_and_only_the_dead_path_is_given_up() -> None:
+    """200 watched links look every 0.05 s on one task (not 200 timers); the one whose frames stop is found dead."""
+    links = [_Frames() for _ in range(200)]
+    for link in links:
+        link._last_frame_received_time = 0.0
+    dogs = [Watchdog(0.2, lambda link=link: (link, True)) for link in links]  # type: ignore[misc]
+    tasks_before = len(asyncio.all_tasks())
+    watching = [asyncio.ensure_future(dog.watch()) for dog in dogs]
+    alive = True
+
+    async def heartbeats() -> None:
+        beat = 0.0
+        while alive:
+            beat += 1
+            for link in links[1:]:  # every link but the first hears from the service
+                link._last_frame_received_time = beat
+            await asyncio.sleep(0.02)
+
+    beating = asyncio.ensure_future(heartbeats())
+    await asyncio.sleep(0.01)
+    assert len(asyncio.all_tasks()) == tasks_before + len(watching) + 1 + 1  # the watchers, heartbeats, one clock
+    timers = asyncio.get_running_loop()._scheduled  # type: ignore[attr-defined]
+    assert len([t for t in timers if not t.cancelled()]) <= 2  # the clock's sleep and the heartbeats' (not 200)
+    silent = await asyncio.wait_for(watching[0], 10)
+    assert silent > 0.2
+    assert not any(task.done() for task in watching[1:])  # the others are alive
+    alive = False
+    await beating
+    for task in watching[1:]:
+        task.cancel()
+    await asyncio.gather(*watching[1:], return_exceptions=True)
+    await asyncio.sleep(0.1)
+    assert len(asyncio.all_tasks()) == tasks_before  # the clock's task ended with its last watchdog
