@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import time
 
 import pytest
 
@@ -118,3 +119,56 @@ def test_the_path_is_said_once_at_info(disabled: bool) -> None:
         "rxhubs.transport receive path: pure-Python (RXHUBS_NO_EXTENSIONS is set)" if disabled
         else f"rxhubs.transport receive path: native (compiled frame reader: _frames_c{suffix})"
     ], result.stderr
+
+
+async def test_an_idle_link_looks_at_heartbeats_and_the_token_only_when_due(
+    emulator_factory: EmulatorFactory, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """No traffic and no heartbeats asked for: the link is read for 3 s with no tick (it was one a second)."""
+    from rxhubs.transport._native import NativeLink
+
+    ticks: list[float] = []
+    tick = NativeLink._tick
+
+    async def counted(self: NativeLink) -> bool:
+        ticks.append(time.monotonic())
+        return await tick(self)
+
+    monkeypatch.setattr(NativeLink, "_tick", counted)
+    emulator = emulator_factory(hubs={"quiet": 1})
+    async with EventHub.from_connection_string(emulator.connection_string("quiet"), idle_timeout=None) as hub:
+        await hub.send([b"first"], partition_id="0")
+        async with hub.receiver("0", start=Position.earliest()) as receiver:
+            assert await _read(receiver, 1) == [0]
+            native = receiver._native_link
+            assert native is not None
+            wait = native._tick_every()
+            assert 10 <= wait <= 15  # the emulator's idle timeout is 120 s; the connection string's token an hour
+            ticks.clear()
+            assert await receiver.receive_batch(10, max_wait=3.0) == []
+            assert ticks == []
+            await hub.send([b"second"], partition_id="0")
+            assert await _read(receiver, 1) == [1]  # read at once: bytes end the wait, not the tick
+
+
+def test_the_idle_wait_is_bounded_by_the_service_idle_timeout_and_the_token_refresh() -> None:
+    from types import SimpleNamespace
+
+    from rxhubs.transport._native import NativeLink
+
+    link = NativeLink.__new__(NativeLink)
+    link._connection = SimpleNamespace(_remote_idle_timeout_send_frame=None)
+    link._handler = SimpleNamespace(_cbs_authenticator=None)
+    assert link._tick_every() == 15.0  # nothing asks for more
+    link._connection = SimpleNamespace(_remote_idle_timeout_send_frame=4.0)
+    assert link._tick_every() == 2.0  # heartbeats every 4 s at most: look twice as often
+    link._connection = SimpleNamespace(_remote_idle_timeout_send_frame=60.0)
+    auth = SimpleNamespace(_expires_on=time.time() + 3600, _refresh_window=360)
+    link._handler = SimpleNamespace(_cbs_authenticator=auth)
+    assert link._tick_every() == 15.0
+    auth._expires_on = time.time() + 366  # refresh due in about 6 s
+    assert 5.0 <= link._tick_every() <= 6.0
+    auth._expires_on = time.time() + 100  # refresh due already (under way): once a second, as before
+    assert link._tick_every() == 1.0
+    link._handler = SimpleNamespace(_cbs_authenticator=SimpleNamespace())  # expiry unknown: once a second
+    assert link._tick_every() == 1.0
