@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import struct
 import time
 from typing import TYPE_CHECKING
@@ -163,12 +164,18 @@ class Connection:
         self._loop.call_later(FORCED_CLOSE_GRACE, self.writer.close)
 
     async def _tick(self) -> None:
-        """Send heartbeats at half the peer's idle timeout; close when the peer is silent past ours."""
+        """Send heartbeats at half the peer's idle timeout; close when the peer is silent past ours.
+
+        It sleeps until the next of the two is due (a second at most before the peer's Open says its timeout):
+        a thousand connections that each woke every second kept the emulator busy with nothing to send.
+        """
         ours = self.server.idle_timeout
         while True:
             peer = self.peer_idle_timeout
-            periods = [t for t in ((peer / 2) if peer else None, (ours / 4) if ours else None) if t]
-            await asyncio.sleep(min([*periods, 1.0]))
+            now = time.monotonic()
+            due = [t for t in (self.last_sent + peer / 2 if peer else None,
+                               self.last_received + ours if ours else None) if t is not None]
+            await asyncio.sleep(max(min([*due, now + (1.0 if peer is None else math.inf)]) - now, 0.05))
             now = time.monotonic()
             if peer and now - self.last_sent >= peer / 2:
                 self.write(fr.EMPTY_FRAME)
