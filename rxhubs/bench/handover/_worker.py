@@ -33,6 +33,8 @@ from collections import defaultdict
 from typing import Any, cast
 from urllib.parse import urlparse
 
+from rxhubs.bench.handover._diagnostics import diagnostics
+
 STARTED = time.time()
 
 INTERVAL = float(os.environ.get("RXHUBS_BENCH_INTERVAL", "2.0"))  # ``scale --real`` gives its own for large hubs
@@ -335,7 +337,10 @@ async def rx(args: argparse.Namespace, record: Record, stop: asyncio.Event) -> N
         ownership_expiration=EXPIRY, max_batch_size=100,
         on_partition_initialize=record.claimed, on_partition_close=record.closed,
     ).pipe(hops.process(work), hops.checkpoint(store, max_interval=CHECKPOINT_S))
-    runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=shutdown, signals=()))
+    # ``scale --real`` follows docs/operations.md's guidance for large hubs: the collector's thresholds too
+    thresholds = os.environ.get("RXHUBS_BENCH_GC_THRESHOLDS")
+    gc_thresholds = cast(Any, tuple(int(x) for x in thresholds.split(","))) if thresholds else None
+    runner = asyncio.create_task(rxhubs.arun(pipeline, shutdown=shutdown, signals=(), gc_thresholds=gc_thresholds))
     await stop.wait()
     record.count_connections()
     shutdown.request()
@@ -369,13 +374,7 @@ def main() -> None:
     args = parser.parse_args()
     _import(args.impl)  # before "ready": a process's start-up is not the balancing a scenario times
     record = Record(args.owner if args.impl == "rxhubs" else None)
-    if os.environ.get("RXHUBS_BENCH_BALANCING_LOG"):  # the balancing loop's log (rounds, losses), with wall times
-        logging.basicConfig(level=logging.WARNING, format="%(created).3f %(name)s %(message)s")
-        logging.getLogger("rxhubs.balancing").setLevel(logging.DEBUG)
-    if os.environ.get("RXHUBS_BENCH_DEBUG"):  # the consumer's log, with wall times, on stderr
-        logging.basicConfig(level=logging.DEBUG, format="%(created).3f %(name)s %(message)s")
-        for noisy in ("azure", "asyncio", "uamqp"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    diagnostics()  # RXHUBS_BENCH_BALANCING_LOG, RXHUBS_BENCH_GC_LOG, RXHUBS_BENCH_DEBUG
 
     async def go() -> None:
         stop = asyncio.Event()

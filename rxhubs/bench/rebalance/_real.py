@@ -7,7 +7,8 @@ consumer processes: the ``handover``
 scenario's rxhubs worker (``rxhubs.consume`` + 20 ms of work per batch + ``hops.checkpoint`` on the fenced
 ``BlobCheckpointStore``). Its intervals follow docs/operations.md's guidance for large hubs (:func:`settings`):
 a load-balancing interval of one second per 100 partitions (2 s at least: 10.24 s at 1,024), an ownership expiry of
-6 intervals and a checkpoint per partition every 3 intervals (5 s at least). One consumer starts and takes every
+6 intervals, a checkpoint per partition every 3 intervals (5 s at least) and the collector's thresholds
+``arun(..., gc_thresholds=(50_000, 20, 100))``. One consumer starts and takes every
 partition; seven more join (1 -> 8); four stop gracefully (8 -> 4); the rest stop at the end.
 
 Figures, each from this one run:
@@ -33,7 +34,8 @@ For development (none of them changes a figure's meaning): ``RXHUBS_BENCH_SCALE_
 interval instead of the guidance's (e.g. 10.24 with ``--partitions 256``, to see a large hub's timing at a quarter of
 its cost); ``RXHUBS_BENCH_BALANCING_LOG=1`` has each worker log its balancing rounds (how long each took, what it
 planned), its releases and its losses, with wall times, into ``RXHUBS_BENCH_WORKER_LOGS``; ``RXHUBS_BENCH_KEEP`` keeps
-each worker's record (what it processed and when, its store writes that moved a partition).
+each worker's record (what it processed and when, its store writes that moved a partition);
+``RXHUBS_BENCH_GC_LOG=1`` has each worker log the collector's pauses every 10 s.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ RATE = 200
 SETTLE_INTERVALS = 2  # intervals the group runs converged before the next change
 TIMEOUT_INTERVALS = 30  # a change that has not converged by then is reported as such
 POLLS_PER_INTERVAL = 4  # listings of the ownership blobs per interval, to see convergence (the time is the writes')
+LARGE_HUB_GC = (50_000, 20, 100)  # docs/operations.md, large hubs: ``arun(..., gc_thresholds=...)``
 
 
 def settings(partitions: int) -> tuple[float, float, float]:
@@ -272,7 +275,8 @@ def run_real(args: Any) -> list[dict[str, Any]]:
         conn = conns["scale"]
         env = {"RXHUBS_BENCH_EVENTHUB": conn, "RXHUBS_BENCH_STORAGE": azurite.connection_string,
                "RXHUBS_BENCH_INTERVAL": str(interval), "RXHUBS_BENCH_EXPIRY": str(expiry),
-               "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(checkpoint_s)}
+               "RXHUBS_BENCH_CHECKPOINT_INTERVAL": str(checkpoint_s),
+               "RXHUBS_BENCH_GC_THRESHOLDS": ",".join(map(str, LARGE_HUB_GC))}
         group = _Group(env, f"scale-{uuid.uuid4().hex[:10]}", Path(tmp), partitions)
         producer = threading.Thread(target=produce, args=(conn, stop, partitions, warm, rate), daemon=True)
         producer.start()
