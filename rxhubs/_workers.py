@@ -17,7 +17,6 @@ them through the checkpoint store the pipelines use, as separate machines would.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -25,7 +24,6 @@ import os
 import pickle
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -34,14 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reactivex import Observable
-from reactivex import operators as ops
 
-from rxhubs._batch import EventBatch
 from rxhubs._retry import Backoff
-from rxhubs._run import arun
-from rxhubs._shutdown import held_signals, release_signals
-from rxhubs._siblings import barrier_gate, set_start_gate
-from rxhubs.errors import ConfigurationError, RxHubsError
+from rxhubs._shutdown import held_signals
+from rxhubs._worker_process import Running, worker_main
+from rxhubs.errors import ConfigurationError
 
 __all__ = ["WorkerContext", "WorkerReport", "WorkersSummary", "run_workers"]
 
@@ -51,7 +46,6 @@ _log = logging.getLogger("rxhubs.workers")
 #: lasted less than a minute.
 DEFAULT_RESTART = Backoff(initial=1.0, maximum=30.0, multiplier=2.0, max_retries=5)
 _STABLE_AFTER = 60.0  # a worker that ran this long before dying starts its restart count afresh
-_SIBLINGS_WAIT = 3.0  # how long workers started together wait for each other before their first round (then: alone)
 _POLL = 0.2
 
 
@@ -154,59 +148,6 @@ class WorkersSummary:
         return "\n".join(lines)
 
 
-def _count(item: Any) -> int:
-    return len(item.events) if isinstance(item, EventBatch) else 1
-
-
-async def _close(resource: Any) -> None:
-    try:
-        result = resource.close()
-        if asyncio.iscoroutine(result):
-            await result
-    except Exception as exc:  # closing is best effort; the pipeline's outcome is what counts
-        _log.warning("closing %s failed: %s", type(resource).__name__, exc)
-
-
-async def _work(factory: Callable[[WorkerContext], Observable[Any]], context: WorkerContext, counter: Any,
-                grace: float) -> None:
-    def seen(item: Any) -> None:
-        counter.value += _count(item)
-
-    try:
-        pipeline = factory(context)
-        if not isinstance(pipeline, Observable):
-            raise ConfigurationError(
-                f"the pipeline factory returned {type(pipeline).__name__}, not an Observable"
-            )
-        # the worker started with SIGTERM held (_Slot.start): one sent before arun's handler is in place (a stop
-        # while the worker imports and connects) waits for it, then stops the pipeline gracefully (exit 0)
-        asyncio.get_running_loop().call_soon(release_signals, signal.SIGTERM)  # runs once arun installed it
-        await arun(pipeline.pipe(ops.do_action(seen)), grace=grace, signals=(signal.SIGTERM,))
-    finally:
-        for resource in reversed(context._resources):
-            await _close(resource)
-
-
-def _worker_main(factory: Callable[[WorkerContext], Observable[Any]], context: WorkerContext, counter: Any,
-                 grace: float, siblings: Any = None) -> None:
-    """A worker process: Ctrl-C is the parent's to handle (it sends SIGTERM); exit 0, 1 on error, 2 on ours.
-
-    ``siblings``: the barrier of the workers started together (first starts only): the worker's balancing
-    loop writes its presence record and waits there before its first round (``rxhubs.balancing._start_gate``).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if siblings is not None:
-        set_start_gate(barrier_gate(siblings, _SIBLINGS_WAIT))
-    try:
-        asyncio.run(_work(factory, context, counter, grace))
-    except RxHubsError as exc:
-        print(f"rxhubs worker {context.owner_id}: error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    except Exception as exc:
-        print(f"rxhubs worker {context.owner_id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        sys.exit(1)
-
-
 class _Slot:
     """One worker across its incarnations."""
 
@@ -223,9 +164,9 @@ class _Slot:
         self.gave_up = False
         self.reaped = False
 
-    def start(self, mp: Any, factory: Any, grace: float, siblings: Any = None) -> None:
+    def start(self, mp: Any, factory: Any, running: Running, siblings: Any = None) -> None:
         self.process = mp.Process(
-            target=_worker_main, args=(factory, self.context, self.counter, grace, siblings),
+            target=worker_main, args=(factory, self.context, self.counter, running, siblings),
             name=f"rxhubs-worker-{self.index}", daemon=False,
         )
         with held_signals(signal.SIGTERM):  # until the worker's handler is in place (_work)
@@ -265,6 +206,7 @@ def run_workers(
     grace: float = 30.0,
     restart: Backoff = DEFAULT_RESTART,
     lag: Any = None,
+    gc_thresholds: tuple[int, int, int] | None = None,
 ) -> WorkersSummary:
     """Run ``workers`` consumer processes, each running ``pipeline_factory(context)``, until they stop.
 
@@ -288,6 +230,7 @@ def run_workers(
             than a minute of running) and it is given up on.
         lag: A :class:`rxhubs.operate.LagServer` (not started): it serves the group's lag over HTTP from this
             process while the workers run.
+        gc_thresholds: Each worker's collector thresholds while its pipeline runs (see :func:`rxhubs.arun`).
 
     Returns:
         Events per worker, restarts and exit codes (:class:`WorkersSummary`).
@@ -318,7 +261,7 @@ def run_workers(
     if lag is not None:
         lag.start()
     try:
-        return _Supervisor(slots, mp, pipeline_factory, duration, grace, restart).run()
+        return _Supervisor(slots, mp, pipeline_factory, duration, Running(grace, gc_thresholds), restart).run()
     finally:
         if lag is not None:
             lag.stop()
@@ -327,10 +270,10 @@ def run_workers(
 class _Supervisor:
     """The parent's loop: start, watch, restart, stop."""
 
-    def __init__(self, slots: list[_Slot], mp: Any, factory: Any, duration: float | None, grace: float,
+    def __init__(self, slots: list[_Slot], mp: Any, factory: Any, duration: float | None, running: Running,
                  restart: Backoff) -> None:
         self.slots, self.mp, self.factory = slots, mp, factory
-        self.duration, self.grace, self.restart = duration, grace, restart
+        self.duration, self.running, self.restart = duration, running, restart
         self.stopping = False
         self.stop_requests = 0
 
@@ -355,7 +298,7 @@ class _Supervisor:
         try:
             siblings = self.mp.Barrier(len(self.slots)) if len(self.slots) > 1 else None
             for slot in self.slots:
-                slot.start(self.mp, self.factory, self.grace, siblings)
+                slot.start(self.mp, self.factory, self.running, siblings)
             _log.info("started %d workers", len(self.slots))
             while True:
                 now = time.monotonic()
@@ -378,7 +321,7 @@ class _Supervisor:
                 signal.signal(s, handler)
             for slot in self.slots:
                 if slot.process is not None:
-                    slot.process.join(timeout=self.grace + 5)
+                    slot.process.join(timeout=self.running.grace + 5)
         return WorkersSummary(tuple(slot.report() for slot in self.slots))
 
     def _reap(self, now: float) -> None:
@@ -390,7 +333,7 @@ class _Supervisor:
                     slot.restarts += 1
                     slot.context.incarnation += 1
                     _log.warning("restarting worker %s (restart %d)", slot.context.owner_id, slot.restarts)
-                    slot.start(self.mp, self.factory, self.grace)
+                    slot.start(self.mp, self.factory, self.running)
                 continue
             process = slot.process
             if process is None or slot.reaped or process.is_alive():

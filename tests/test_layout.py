@@ -18,6 +18,7 @@ FLOORS = {
     "_models": 1, "_retry": 1, "_rx": 1, "_shutdown": 1, "_siblings": 1, "emulator": 1, "_apidoc": 1,
     "_batch": 2, "_run": 2,
     "_telemetry": 3, "state": 3,  # event time and operator state: batches carry it, balancing restores it
+    "_worker_process": 3,  # inside a run_workers process: its pipeline under arun
     "transport": 4, "stores": 4, "_workers": 4,
     "sources": 5,
     "balancing": 6,
