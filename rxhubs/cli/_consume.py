@@ -67,7 +67,19 @@ def add_parser(subparsers: Any) -> None:
                         help="write a checkpoint where a partition without one starts (KEDA then sees no backlog)")
     parser.add_argument("--checkpoint-out-of-range", choices=["earliest", "latest", "fail", "off"], default="earliest",
                         help="a checkpoint outside its partition (a recreated hub): where to read (default earliest)")
+    parser.add_argument("--gc-thresholds", type=_thresholds, metavar="N,N,N",
+                        help="the garbage collector's thresholds while consuming, e.g. 50000,20,100 for hundreds of"
+                        " partitions per process (docs/operations.md, large hubs; default: the interpreter's)")
     parser.set_defaults(run=run)
+
+
+def _thresholds(text: str) -> tuple[int, int, int]:
+    """``--gc-thresholds 50000,20,100`` (checked again by ``arun``)."""
+    try:
+        first, second, third = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"three whole numbers separated by commas, got {text!r}") from None
+    return first, second, third
 
 
 def lag_server(args: argparse.Namespace) -> Any:
@@ -215,7 +227,7 @@ def run_workers(args: argparse.Namespace) -> int:
         _serving(server)  # here, to print its address; run_workers stops it
     summary = rxhubs.run_workers(
         functools.partial(worker_pipeline, args), workers=args.workers or os.cpu_count() or 1,
-        owner_prefix=args.owner_id, duration=args.duration, lag=server,
+        owner_prefix=args.owner_id, duration=args.duration, lag=server, gc_thresholds=args.gc_thresholds,
     )
     print(summary, flush=True)
     return 0 if summary.ok else 1
@@ -266,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
             ).pipe(sink, hops.checkpoint(store, max_interval=args.checkpoint_interval))
             if args.duration:
                 asyncio.get_running_loop().call_later(args.duration, stop.request)
-            await rxhubs.arun(pipeline, shutdown=stop)
+            await rxhubs.arun(pipeline, shutdown=stop, gc_thresholds=args.gc_thresholds)
             if fatal:
                 raise fatal[0]
         finally:

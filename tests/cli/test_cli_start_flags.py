@@ -96,3 +96,14 @@ def test_checkpoint_out_of_range_says_where_a_checkpoint_ahead_of_the_hub_reads(
     assert [s for p, s in read if p == "0"] == read_of_0
     assert checkpoints(tmp_path, env)["0"] == 9
     assert [s for p, s in read if p == "1"] == list(range(10))  # no checkpoint: the default start, earliest
+
+
+def test_gc_thresholds_are_taken_and_bad_ones_are_a_usage_error(env: dict[str, str], tmp_path: Path) -> None:
+    got = consume(tmp_path, env, "--gc-thresholds", "50000,20,100")
+    assert got == sorted((p, i) for p in ("0", "1") for i in range(10))
+    bad = subprocess.run(
+        [sys.executable, "-m", "rxhubs.cli", "consume", "--store", f"sqlite:///{tmp_path / 'cp.sqlite'}",
+         "--gc-thresholds", "700,10"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+    )
+    assert bad.returncode == 2 and "--gc-thresholds: three whole numbers" in bad.stderr, bad.stderr

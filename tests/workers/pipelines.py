@@ -50,3 +50,13 @@ def idle(context: rxhubs.WorkerContext) -> Observable[Any]:
 
     return rxhubs.consume(InMemoryEventHub(partition_count=2), "$Default", InMemoryCheckpointStore(),
                           owner_id=context.owner_id)
+
+
+def thresholds(context: rxhubs.WorkerContext) -> Observable[Any]:
+    """One item per worker: the collector's thresholds while its pipeline runs."""
+    import gc
+
+    import reactivex
+    from reactivex import operators as ops
+
+    return reactivex.of(0).pipe(ops.map(lambda _: gc.get_threshold()), ops.filter(lambda t: t == (50_000, 20, 100)))

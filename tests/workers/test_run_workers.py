@@ -272,3 +272,10 @@ def test_a_stop_while_the_workers_start_stops_them_gracefully() -> None:
     summary = rxhubs.run_workers(pipelines.idle, workers=2, duration=0.05)
     assert [(w.exit_code, w.restarts, w.gave_up) for w in summary.workers] == [(0, 0, False)] * 2, str(summary)
     assert summary.ok
+
+
+def test_each_worker_runs_its_pipeline_with_the_collector_thresholds_given() -> None:
+    summary = rxhubs.run_workers(pipelines.thresholds, workers=2, gc_thresholds=(50_000, 20, 100))
+    assert summary.ok and [w.events for w in summary.workers] == [1, 1]  # the item passes only with them set
+    summary = rxhubs.run_workers(pipelines.thresholds, workers=1)
+    assert summary.ok and summary.workers[0].events == 0
