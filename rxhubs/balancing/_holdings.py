@@ -13,6 +13,7 @@ from rxhubs._rx import Signal
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SETTLE_INTERVALS, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
+from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import Fenced, StoreCalls
@@ -59,6 +60,8 @@ class Holdings:
     last_plan: Plan | None
     _last_early: float
     _looks: Looks
+    _watch: PresenceWatch
+    _presence_listed: list[Ownership]
     #: How long an owner settles before dealing to the last round's plan (:meth:`_settle_after`).
     _settle = 0.0
 
@@ -383,6 +386,7 @@ class Holdings:
     def _after_round(self, started: float) -> None:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
         self._looks.after_round(self.last_plan, started, self._settle)  # an owner settles a join of several first
+        self._watch.after_round(self._presence_listed, started=started, now=self._now())  # (_presence_watch)
         plan = self.last_plan
         if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
             log.debug("balancing: round %d took %.2f s (%.2f to its claim, %.2f its claim): %d owners, target %d, own"

@@ -25,7 +25,9 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    handover finished (:meth:`ready`; under asyncio also while a round's claim is in flight, when the claim does not
    carry their records: :mod:`~rxhubs.balancing._releases`), and sleeps until the next round: one interval after
    the last began, or sooner, right after another consumer's record expires (at most once per half interval), so a
-   crashed consumer's partitions are taken over within half an interval of its expiry. While it **awaits a
+   crashed consumer's partitions are taken over within half an interval of its expiry. Under asyncio it **watches
+   the presence records** every quarter interval and runs its round at once when a consumer joined or left since
+   its last round (:mod:`~rxhubs.balancing._presence_watch`). While it **awaits a
    handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
    partitions for it) it looks: lists the records and the presence records, from the moment the releasing
    owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 20 ms
@@ -58,6 +60,7 @@ from rxhubs._siblings import take_start_gate
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SAME_INSTANT, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
+from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, fresh_renewals, releases_of
 from rxhubs.balancing._releases import Releases
 from rxhubs.balancing._renewals import handing_over, spread_renewals
@@ -143,6 +146,7 @@ class BalancingLoop(RoundInputs):
         self._last_early = float("-inf")
         self._presence_listed: list[Ownership] = []
         self._looks = Looks(settings, resolution)
+        self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)
         #: The records and presence records of the look that saw a release: the round it triggers plans from them.
         self._looked: tuple[list[Ownership], list[Ownership]] | None = None
         #: The last round's seconds to its claim (listings, plan) and of its claim: where a slow round went (debug).
@@ -352,40 +356,23 @@ class BalancingLoop(RoundInputs):
                 if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
                     return
                 look = self._looks.due(now)
+                watch = self._watch.next_at if look is None and current_stepper() is None else None
                 if look is not None and look < self._next_round:
                     if look - now < SAME_INSTANT:
                         if await self._handed_over():
                             return
                         continue
                     remaining = look - now
+                elif watch is not None and watch < self._next_round:  # the group changed: round now (_presence_watch)
+                    if watch - now < SAME_INSTANT:
+                        if await self._watch.changed(self.calls, self._now):
+                            return
+                        continue
+                    remaining = watch - now
                 self._wake.clear()
                 await self._wake.wait(remaining)
         finally:  # the round (or the wind-down) starts from answered releases (_releases)
             await self._releases.landed()
-
-    # -- awaiting a handover -----------------------------------------------------------------------------------
-    async def _handed_over(self) -> bool:
-        """List the records once: True if a partition this consumer would claim was released meanwhile.
-
-        With the presence records (a consumer joined since the last round changes every target): the round this
-        look triggers claims from both listings at once.
-        """
-        self._looks.taken(self._now())
-        if self.partition_ids is None:
-            return False
-        try:
-            records, presence = await self.calls.owners_and_presence()
-        except Exception as exc:  # the next round reports it; a look is only a shortcut
-            log.debug("balancing: looking for a handover failed (%s)", exc)
-            return False
-        finally:
-            self._looks.answered(self._now())
-        seen = self._decide(records, presence, self.partition_ids)
-        if not seen.claim and not self._handed_to_me(seen):
-            self._looks.looked(seen, self._now(), self._settle_after(records, seen))
-            return False
-        self._looked = records, presence
-        return True
 
     async def _release_ready(self) -> None:
         """Release the partitions ready for it: at once under asyncio, beside those in flight (_releases)."""

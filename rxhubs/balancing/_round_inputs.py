@@ -2,7 +2,8 @@
 
 :class:`RoundInputs` is the part of :class:`~rxhubs.balancing._loop.BalancingLoop` that gathers a round's inputs:
 the partition ids (re-read every round, but never holding the round up once known), both listings, and the plan
-made from them (:func:`~rxhubs.balancing.plan`). Its state is set by ``BalancingLoop.__init__``.
+made from them (:func:`~rxhubs.balancing.plan`); and, while a handover is awaited, the looks whose listings a round
+then plans from (:meth:`RoundInputs._handed_over`). Its state is set by ``BalancingLoop.__init__``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class RoundInputs(WindDown):
     partition_ids: tuple[str, ...] | None
     _read_partition_ids: Callable[[], Awaitable[Sequence[str]]]
     _refresh: asyncio.Future[tuple[str, ...] | None] | None
+    #: The records and presence records of the look that saw a release: the round it triggers plans from them.
+    _looked: tuple[list[Ownership], list[Ownership]] | None
 
     if TYPE_CHECKING:
 
@@ -136,3 +139,27 @@ class RoundInputs(WindDown):
             avoid=set(self.avoid),
             group=self.group,
         )
+
+    # -- awaiting a handover -----------------------------------------------------------------------------------
+    async def _handed_over(self) -> bool:
+        """List the records once: True if a partition this consumer would claim was released meanwhile.
+
+        With the presence records (a consumer joined since the last round changes every target): the round this
+        look triggers claims from both listings at once.
+        """
+        self._looks.taken(self._now())
+        if self.partition_ids is None:
+            return False
+        try:
+            records, presence = await self.calls.owners_and_presence()
+        except Exception as exc:  # the next round reports it; a look is only a shortcut
+            log.debug("balancing: looking for a handover failed (%s)", exc)
+            return False
+        finally:
+            self._looks.answered(self._now())
+        seen = self._decide(records, presence, self.partition_ids)
+        if not seen.claim and not self._handed_to_me(seen):
+            self._looks.looked(seen, self._now(), self._settle_after(records, seen))
+            return False
+        self._looked = records, presence
+        return True

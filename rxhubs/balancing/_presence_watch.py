@@ -1,0 +1,86 @@
+"""Between rounds a consumer watches the presence records, and runs its round at once when the group changed.
+
+A consumer that joins writes its presence record at its first round; one that stops releases it. The others used to
+learn of it at their next round: up to a whole interval later (10 s at 1,024 partitions), which was the first part of
+every change's convergence time (the **phase**). So under asyncio, between rounds, a consumer lists the presence
+group (one listing of as many records as there are consumers) every quarter interval, and when the live consumers
+it sees differ from those its last round saw (one joined, one left, one's record expired) it runs its round now:
+the round lists the records again and plans from them as any round does. A failed listing changes nothing; the
+next round comes when it is due.
+
+In virtual time the loop does not watch (the store calls that tests count stay those of the rounds), and while a
+consumer awaits a handover its looks list the presence records anyway (:mod:`~rxhubs.balancing._looks`).
+
+Example:
+    >>> from rxhubs._models import Ownership
+    >>> def present(*owners, at=100.0):
+    ...     return [Ownership("ns", "hub", "$Default$presence", o, o, at, "e") for o in owners]
+    >>> watch = PresenceWatch("a", interval=8.0, expiration=24.0)
+    >>> watch.after_round(present("a", "b"), started=100.0, now=101.0)
+    >>> watch.next_at
+    102.0
+    >>> watch.differs(present("a", "b"), now=102.0), watch.next_at
+    (False, 104.0)
+    >>> watch.differs(present("a", "b", "c"), now=104.0)  # c joined
+    True
+    >>> watch.differs(present("a", "b", at=70.0) + present("a"), now=104.0)  # b's record expired
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from rxhubs._models import Ownership
+from rxhubs.balancing._store_calls import StoreCalls
+
+__all__ = ["WATCHES_PER_INTERVAL", "PresenceWatch"]
+
+log = logging.getLogger("rxhubs.balancing")
+
+#: Listings of the presence records per interval between rounds.
+WATCHES_PER_INTERVAL = 4
+
+
+class PresenceWatch:
+    """The live consumers a loop's last round saw, and when to look at the presence records next."""
+
+    def __init__(self, owner_id: str, *, interval: float, expiration: float) -> None:
+        self._owner_id = owner_id
+        self._gap = interval / WATCHES_PER_INTERVAL
+        self._expiration = expiration
+        self._known: frozenset[str] | None = None
+        #: When the next watch is due (None: before the first round).
+        self.next_at: float | None = None
+
+    def _live(self, presence: Iterable[Ownership], now: float) -> frozenset[str]:
+        return frozenset(
+            p.owner_id for p in presence
+            if p.owner_id and p.owner_id != self._owner_id and p.last_modified_time is not None
+            and p.last_modified_time + self._expiration >= now
+        )
+
+    def after_round(self, presence: Iterable[Ownership], *, started: float, now: float) -> None:
+        """A round that began at ``started`` planned from ``presence``: watch from a quarter interval after it."""
+        self._known = self._live(presence, now)
+        self.next_at = started + self._gap
+
+    def differs(self, presence: Iterable[Ownership], now: float) -> bool:
+        """Whether the live consumers of ``presence`` differ from the last round's; the next watch is scheduled."""
+        self.next_at = now + self._gap
+        return self._known is not None and self._live(presence, now) != self._known
+
+    async def changed(self, calls: StoreCalls, clock: Callable[[], float]) -> bool:
+        """List the presence records once: True if the group changed since the last round (run it now)."""
+        try:
+            presence = await calls.presence()
+        except Exception as exc:  # the next round reports it; a watch is only a shortcut
+            log.debug("balancing: watching the presence records failed (%s)", exc)
+            self.next_at = clock() + self._gap
+            return False
+        if self.differs(presence, clock()):
+            log.debug("balancing: the group changed (%s): running the round now",
+                      ", ".join(sorted(self._live(presence, clock()) ^ (self._known or frozenset()))))
+            return True
+        return False

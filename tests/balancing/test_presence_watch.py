@@ -1,0 +1,88 @@
+"""Between rounds a consumer watches the presence records and runs its round at once when the group changed.
+
+Consumer ``a`` owns four partitions with a 20 s interval. ``b`` joins: its first round writes its presence record,
+``a``'s next watch (a quarter interval at most) sees it and runs ``a``'s round at once, which hands ``b`` its two.
+``b`` stops: its wind-down releases its records and its presence record, ``a``'s watch sees it gone and its round
+takes the two back. Without the watch both waited for ``a``'s next round, up to an interval later
+(rxhubs/balancing/_presence_watch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import rxhubs
+from rxhubs import Checkpoint, Ownership
+from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
+from tests.balancing.test_release_in_flight import four_partitions, owners, until
+
+GROUP = "$Default"
+SLOW: dict[str, Any] = {"load_balancing_interval": 20.0, "ownership_expiration": 60.0, "max_wait": 0.05}
+
+
+class Noted(CheckpointStore):
+    """``a``'s view of the shared store, noting its listings (which group, whom the presence showed) and claims."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, Any]] = []
+
+    async def list_ownership(self, ns: str, hub: str, group: str) -> list[Ownership]:
+        found = await self.inner.list_ownership(ns, hub, group)
+        if group.endswith("$presence"):
+            self.calls.append(("presence", {o.owner_id for o in found if o.owner_id}))
+        else:
+            self.calls.append(("records", None))
+        return found
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        self.calls.append(("claim", {(c.partition_id, c.owner_id) for c in claims if c.consumer_group == GROUP}))
+        return await self.inner.claim_ownership(claims)
+
+    async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:
+        return await self.inner.list_checkpoints(*args)
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self.inner.update_checkpoint(checkpoint)
+
+
+def run(hub: Any, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown) -> Any:
+    import asyncio
+
+    return asyncio.create_task(rxhubs.arun(rxhubs.consume(hub, GROUP, store, owner_id=owner, **SLOW),
+                                           shutdown=stop, grace=10.0, signals=()))
+
+
+def watched_before(calls: list[tuple[str, Any]], claim: int) -> Any:
+    """What the listing just before the round of the claim at ``claim`` was: a watch (presence alone) and its owners.
+
+    A round lists the records and the presence records together; a watch lists the presence records alone.
+    """
+    records = max(i for i in range(claim) if calls[i][0] == "records")
+    before = [c for c in calls[:records] if c[0] != "claim"]
+    assert before[-1][0] == "presence" and before[-2][0] == "presence", f"no watch began this round: {calls}"
+    return before[-1][1]
+
+
+async def test_a_join_and_a_leave_are_answered_at_the_next_watch_not_the_next_round() -> None:
+    hub = four_partitions()
+    inner = InMemoryCheckpointStore()
+    noted = Noted(inner)
+    stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
+    a = run(hub, "a", noted, stops["a"])
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * 4)
+    b = run(hub, "b", inner, stops["b"])
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "b", "b"])
+    hand = next(i for i, (kind, what) in enumerate(noted.calls) if kind == "claim" and any(o == "b" for _, o in what))
+    assert "b" in watched_before(noted.calls, hand)  # a watch saw b and began the round that handed b its share
+
+    stops["b"].request()
+    await b
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * 4)
+    back = next(i for i, (kind, what) in enumerate(noted.calls) if i > hand and kind == "claim"
+                and sum(1 for _, o in what if o == "a") == 4)
+    assert "b" not in watched_before(noted.calls, back)  # a watch saw b gone and began the round that took them back
+    stops["a"].request()
+    await a
