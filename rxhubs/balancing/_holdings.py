@@ -10,6 +10,7 @@ from reactivex import abc
 from rxhubs import _telemetry
 from rxhubs._models import Checkpoint, Ownership, PartitionContext
 from rxhubs._rx import Signal
+from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SETTLE_INTERVALS, Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan
@@ -385,7 +386,8 @@ class Holdings:
 
     def _after_round(self, started: float) -> None:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
-        self._looks.after_round(self.last_plan, started, self._settle)  # an owner settles a join of several first
+        watched = self._watch.gap if current_stepper() is None else None  # owners watch presence (asyncio)
+        self._looks.after_round(self.last_plan, started, self._settle, watched)  # an owner settles a join first
         self._watch.after_round(self._presence_listed, started=started, now=self._now())  # (_presence_watch)
         plan = self.last_plan
         if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)

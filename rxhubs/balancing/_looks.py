@@ -110,8 +110,13 @@ class Looks:
         self._lookers = 1  # consumers that may be looking at once: the others of the last round's plan
         self._settle = 0.0  # how much later than the owner's expected round its release is awaited
 
-    def after_round(self, plan: Plan | None, now: float, settle: float = 0.0) -> None:
+    def after_round(self, plan: Plan | None, now: float, settle: float = 0.0, watched: float | None = None) -> None:
         """A round that began at ``now`` planned ``plan``: begin, go on or end looking.
+
+        ``watched``: under asyncio owners watch the presence records (:mod:`~rxhubs.balancing._presence_watch`) and
+        see this consumer's within that many seconds of its round: the owner's round may come then, long before the
+        one expected from its records, so looks begin then too (else they began only at the expected round, and a
+        newcomer found the partitions handed to it up to an interval after they were).
 
         ``settle``: seconds the owner waits before dealing when this consumer joined together with others
         (:data:`SETTLE_INTERVALS` of an interval; 0 otherwise): the window at the owner's expected round opens that
@@ -141,6 +146,8 @@ class Looks:
         self._settle = settle
         if expected is not None and expected > now:
             self._windows.append((expected + settle, expected + settle + self.window))
+            if watched is not None and now + watched + settle < expected:
+                self._windows.append((now + watched + settle, now + watched + settle + self.window))
         self._next = self._after(now)
 
     def _under_way(self, plan: Plan) -> bool:

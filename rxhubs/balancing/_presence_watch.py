@@ -48,7 +48,8 @@ class PresenceWatch:
 
     def __init__(self, owner_id: str, *, interval: float, expiration: float) -> None:
         self._owner_id = owner_id
-        self._gap = interval / WATCHES_PER_INTERVAL
+        #: Seconds between watches: another consumer's new presence record is seen within this.
+        self.gap = interval / WATCHES_PER_INTERVAL
         self._expiration = expiration
         self._known: frozenset[str] | None = None
         #: When the next watch is due (None: before the first round).
@@ -64,11 +65,11 @@ class PresenceWatch:
     def after_round(self, presence: Iterable[Ownership], *, started: float, now: float) -> None:
         """A round that began at ``started`` planned from ``presence``: watch from a quarter interval after it."""
         self._known = self._live(presence, now)
-        self.next_at = started + self._gap
+        self.next_at = started + self.gap
 
     def differs(self, presence: Iterable[Ownership], now: float) -> bool:
         """Whether the live consumers of ``presence`` differ from the last round's; the next watch is scheduled."""
-        self.next_at = now + self._gap
+        self.next_at = now + self.gap
         return self._known is not None and self._live(presence, now) != self._known
 
     async def changed(self, calls: StoreCalls, clock: Callable[[], float]) -> bool:
@@ -77,7 +78,7 @@ class PresenceWatch:
             presence = await calls.presence()
         except Exception as exc:  # the next round reports it; a watch is only a shortcut
             log.debug("balancing: watching the presence records failed (%s)", exc)
-            self.next_at = clock() + self._gap
+            self.next_at = clock() + self.gap
             return False
         if self.differs(presence, clock()):
             log.debug("balancing: the group changed (%s): running the round now",

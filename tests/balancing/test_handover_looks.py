@@ -200,3 +200,20 @@ def test_seven_newcomers_look_in_turn_on_a_slow_store_and_take_half_of_its_time_
         # second on, each look has seen them all (one look and 13 looks' time). The old rule: 1.2 s, again and again
         assert len(gaps) >= 1 and all(gap >= 2 * 7 * 2 * latency for gap in gaps[1:]), gaps
     assert not g.duplicates() and not g.missing() and not g.overlaps()
+
+
+def test_under_asyncio_a_newcomer_looks_once_a_watching_owner_has_seen_it_not_only_at_the_owners_next_round() -> None:
+    settings = BalancingSettings(load_balancing_interval=8.0, ownership_expiration=48.0)
+    newcomer = Plan(owner_id="b", owners=("a", "b"), awaiting=2, release_expected=20.0)
+    unwatched, watched = Looks(settings), Looks(settings)
+    unwatched.after_round(newcomer, 5.0)
+    watched.after_round(newcomer, 5.0, watched=2.0)  # owners watch the presence records every 2 s
+    assert unwatched.due(5.0) == 20.0  # the owner's round expected from its records
+    assert watched.due(5.0) == 7.0  # the owner's watch has seen b's presence by then: its round may come now
+    watched.taken(7.0)
+    watched.answered(7.01)
+    later = watched.due(7.01)
+    assert later is not None and 7.0 < later <= 7.0 + look_gap(8.0)  # and the looks go on until the release shows
+    late = Looks(settings)
+    late.after_round(Plan(owner_id="b", owners=("a", "b"), awaiting=2, release_expected=6.0), 5.0, watched=2.0)
+    assert late.due(5.0) == 6.0  # the expected round comes first: nothing added
