@@ -46,10 +46,12 @@ class Watched:
             self.overlapped.set()
         try:
             if self.hub._senders.native and not self.overlapped.is_set():
-                # a slow acknowledgement (at most 2 s, until another partition's send is in flight too): on a
-                # loaded machine each send could otherwise be acknowledged before the next partition's starts
+                # a slow acknowledgement (at most 15 s, until another partition's send is in flight too): on a
+                # loaded machine each send could otherwise be acknowledged before the next partition's starts (2 s
+                # was not enough twice in the full suite on 2 cores, 2026-11-30: the other receivers were still
+                # opening). A publish that serialised the partitions would still show one send at a time here.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.overlapped.wait(), 2.0)
+                    await asyncio.wait_for(self.overlapped.wait(), 15.0)
             await self.inner(events, partition_id=partition_id, partition_key=partition_key)
         finally:
             for lane in lanes:
