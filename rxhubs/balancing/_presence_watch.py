@@ -70,7 +70,12 @@ class PresenceWatch:
     def differs(self, presence: Iterable[Ownership], now: float) -> bool:
         """Whether the live consumers of ``presence`` differ from the last round's; the next watch is scheduled."""
         self.next_at = now + self.gap
-        return self._known is not None and self._live(presence, now) != self._known
+        if self._known is None:
+            return False
+        changed = self._live(presence, now) ^ self._known
+        if changed:
+            log.debug("balancing: the group changed (%s): running the round now", ", ".join(sorted(changed)))
+        return bool(changed)
 
     async def changed(self, calls: StoreCalls, clock: Callable[[], float]) -> bool:
         """List the presence records once: True if the group changed since the last round (run it now)."""
@@ -80,8 +85,4 @@ class PresenceWatch:
             log.debug("balancing: watching the presence records failed (%s)", exc)
             self.next_at = clock() + self.gap
             return False
-        if self.differs(presence, clock()):
-            log.debug("balancing: the group changed (%s): running the round now",
-                      ", ".join(sorted(self._live(presence, clock()) ^ (self._known or frozenset()))))
-            return True
-        return False
+        return self.differs(presence, clock())
