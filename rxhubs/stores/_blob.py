@@ -33,6 +33,7 @@ from rxhubs.stores._blob_client import (
     storage_error,
 )
 from rxhubs.stores._blob_contract import _BlobContract, blob_prefix
+from rxhubs.stores._blob_lean import LeanAccount, lean_account
 from rxhubs.stores._common import logger, redact
 from rxhubs.stores._contract import StatefulCheckpointStore
 
@@ -156,7 +157,8 @@ class BlobCheckpointStore(_BlobContract, StatefulCheckpointStore):
             built = ContainerClient(account_url, str(container_name), credential=credential, **options)
         except ValueError as exc:
             raise ConfigurationError(f"invalid blob store settings: {redact(str(exc), secrets)}") from exc
-        self._setup(built, create_container, secrets, transport=options["transport"])
+        self._setup(built, create_container, secrets, transport=options["transport"],
+                    lean=lean_account(built, options, options["transport"]))
 
     @classmethod
     def from_connection_string(
@@ -197,11 +199,12 @@ class BlobCheckpointStore(_BlobContract, StatefulCheckpointStore):
                 f"{redact(str(exc), secrets)}"
             ) from exc
         store = cls.__new__(cls)
-        store._setup(client, create_container, secrets, transport=options["transport"])
+        store._setup(client, create_container, secrets, transport=options["transport"],
+                     lean=lean_account(client, options, options["transport"]))
         return store
 
     def _setup(self, client: _Container, create_container: bool, secrets: list[str], *, owns_client: bool = True,
-               transport: object = None) -> None:
+               transport: object = None, lean: LeanAccount | None = None) -> None:
         key = getattr(client.credential, "account_key", None)
         self._secrets = [s for s in [*secrets, key if isinstance(key, str) else ""] if s]
         self._client = client
@@ -214,6 +217,7 @@ class BlobCheckpointStore(_BlobContract, StatefulCheckpointStore):
         self._url = client.url.split("?", 1)[0]
         self._stale, self._recycle_lock = False, asyncio.Lock()
         self._transport = transport if isinstance(transport, _RecyclingTransport) else None
+        self._lean = lean  # single-blob requests over aiohttp, signed by the store (_blob_lean), or None: the SDK's
 
     @property
     def container_name(self) -> str:
@@ -230,7 +234,8 @@ class BlobCheckpointStore(_BlobContract, StatefulCheckpointStore):
     def _blob(self, name: str) -> _Blob:
         blob = self._blobs.get(name)
         if blob is None:
-            blob = self._blobs[name] = self._client.get_blob_client(name)
+            sdk = self._client.get_blob_client(name)
+            blob = self._blobs[name] = sdk if self._lean is None else self._lean.blob(name, sdk)
         return blob
 
     def _error(self, exc: BaseException, what: str) -> StoreError:

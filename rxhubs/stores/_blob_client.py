@@ -7,6 +7,7 @@ once), and the secrets a URL or connection string carries (so messages can redac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
 import urllib.request
@@ -26,6 +27,8 @@ from rxhubs.stores._common import logger, redact
 if TYPE_CHECKING:
     from azure.storage.blob import BlobClient as SyncBlobClient
     from azure.storage.blob.aio import BlobClient
+
+    from rxhubs.stores._blob_lean import LeanBlob
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -108,7 +111,7 @@ class _ThreadedContainer:
 
 
 _Container: TypeAlias = "ContainerClient | _ThreadedContainer"
-_Blob: TypeAlias = "BlobClient | _ThreadedBlob"
+_Blob: TypeAlias = "BlobClient | _ThreadedBlob | LeanBlob"
 
 
 class _RecyclingTransport(AioHttpTransport):  # type: ignore[misc]
@@ -129,11 +132,20 @@ class _RecyclingTransport(AioHttpTransport):  # type: ignore[misc]
         self._closing: set[asyncio.Task[None]] = set()
 
     async def send(self, request: Any, **kwargs: Any) -> Any:
+        async with self.borrow():
+            return await super().send(request, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def borrow(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """The session to send one request through (the store's lean path too, :mod:`._blob_lean`).
+
+        A session swapped by :meth:`recycle` meanwhile is closed once the last request borrowing it has ended.
+        """
         await self.open()
         session: aiohttp.ClientSession = self.session
         self._in_flight[session] = self._in_flight.get(session, 0) + 1
         try:
-            return await super().send(request, **kwargs)
+            yield session
         finally:
             left = self._in_flight.pop(session) - 1
             if left:
