@@ -9,6 +9,8 @@ never touch the same blob. Two workloads:
   partitions does.
 
 The figure is the median over the rounds of writes per second; the target is rxhubs >= 1.0x the official store.
+Beside it, each side's CPU per write in this process (``cpu_ms_per_write_rxhubs`` / ``_official``: the storage
+client's, signing included; the rounds alternate, so each side's CPU is its own).
 
 ``args`` is the command line's ``argparse.Namespace``; this scenario reads only ``args.quick`` and
 ``args.smoke`` (fewer writes and rounds) and accepts any object (``types.SimpleNamespace(quick=True)`` will do).
@@ -91,12 +93,15 @@ async def _measure(conn_str: str, size: tuple[int, int]) -> list[dict[str, Any]]
         figures = []
         for name, partitions in (("sequential", 1), ("partitions8", 8)):
             sides: dict[str, list[float]] = {"rxhubs": [], "official": []}
+            cpu: dict[str, list[float]] = {"rxhubs": [], "official": []}
             pairs = [("rxhubs", write_ours), ("official", write_official)]
             for _side, writer in pairs:  # warm-up: first uploads, connections, code paths
                 await _rate(writer, partitions, max(50, writes // 10))
             for round_ in range(rounds):
                 for side, writer in pairs if round_ % 2 == 0 else pairs[::-1]:
-                    sides[side].append(await _rate(writer, partitions, writes))
+                    rate, cpu_ms = await _rate(writer, partitions, writes)
+                    sides[side].append(rate)
+                    cpu[side].append(cpu_ms)
             figures.append(
                 figure(
                     "stores",
@@ -108,19 +113,22 @@ async def _measure(conn_str: str, size: tuple[int, int]) -> list[dict[str, Any]]
                     ">= 1.0x",
                     rounds=rounds,
                     writes=writes,
+                    cpu_ms_per_write_rxhubs=round(statistics.median(cpu["rxhubs"]), 3),
+                    cpu_ms_per_write_official=round(statistics.median(cpu["official"]), 3),
                 )
             )
         return figures
 
 
-async def _rate(writer: Writer, partitions: int, writes: int) -> float:
-    """Writes per second of ``writes`` checkpoints spread over ``partitions`` concurrent sequential writers."""
+async def _rate(writer: Writer, partitions: int, writes: int) -> tuple[float, float]:
+    """Writes per second of ``writes`` checkpoints over ``partitions`` concurrent sequential writers; CPU ms each."""
     per_partition = max(1, writes // partitions)
 
     async def partition(partition_id: str) -> None:
         for n in range(per_partition):
             await writer(partition_id, n)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(partition(str(p)) for p in range(partitions)))
-    return per_partition * partitions / (time.perf_counter() - start)
+    done = per_partition * partitions
+    return done / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / done
