@@ -12,7 +12,7 @@ import asyncio
 import base64
 import os
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -99,7 +99,7 @@ async def test_a_container_sas_authorizes_the_lean_requests_and_never_shows(
     sas = generate_container_sas(
         ACCOUNT_NAME, blob_container, account_key=ACCOUNT_KEY,
         permission=ContainerSasPermissions(read=True, write=True, create=True, list=True),
-        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
     )
     async with BlobCheckpointStore(f"{azurite.blob_endpoint}?{sas}", blob_container) as store:
         assert store._lean is not None and store._lean.key is None
