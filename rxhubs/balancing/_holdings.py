@@ -17,7 +17,7 @@ from rxhubs.balancing._planner import BalancingSettings, Plan
 from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
-from rxhubs.balancing._store_calls import Fenced, StoreCalls
+from rxhubs.balancing._store_calls import Cut, Fenced, StoreCalls
 from rxhubs.errors import OwnershipLostError, StateError
 from rxhubs.state._codec import decode
 from rxhubs.stores import CheckpointStore, is_fenced
@@ -168,7 +168,7 @@ class Holdings:
         return session
 
     async def _claim_and_read(
-        self, sent: list[Ownership], decision: Plan, handed: dict[str, Ownership], sent_at: float
+        self, sent: list[Ownership], decision: Plan, handed: dict[str, Ownership], sent_at: float, cut: Cut | None
     ) -> tuple[list[Ownership], dict[str, Checkpoint] | None, list[Ownership]]:
         """Claim ``sent``; when partitions are gained without a steal, read the checkpoints meanwhile.
 
@@ -181,12 +181,12 @@ class Holdings:
         reads) or while stopping; with a fenced store, the fence reads them: the partitions handed over are fenced
         alongside the claim, and each starts as soon as its fence answered (:meth:`_start_fenced`); partitions
         claimed are fenced after the claim. The partitions handed over start as soon as their checkpoints are read
-        (:meth:`_start_handed`), without waiting for the claim of the rest.
+        (:meth:`_start_handed`), without waiting for the claim of the rest. ``cut``: a steady round's (renewals).
         """
         gaining = decision.claim or bool(handed)
         fenced = is_fenced(self.store)
         if not gaining or decision.steal or (fenced and not handed) or self._stopping is not None:
-            won, unanswered = await self.calls.claim_partly(sent)
+            won, unanswered = await self.calls.claim_partly(sent, cut=cut)
             return won, None, unanswered
         if fenced:  # the handed partitions' fences go out with the claim; each starts on its fence's answer
             def start(record: Ownership, result: Fenced | Exception) -> None:

@@ -67,7 +67,7 @@ from rxhubs.balancing._renewals import handing_over, spread_renewals
 from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
-from rxhubs.balancing._store_calls import StoreCalls
+from rxhubs.balancing._store_calls import CLAIM_CHUNK, Cut, StoreCalls
 from rxhubs.balancing._unanswered import unanswered as unanswered_in
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore
@@ -296,15 +296,23 @@ class BalancingLoop(RoundInputs):
             self._releases.open_window({o.partition_id for o in sent if o.consumer_group == self.group[2]})
             if current_stepper() is None:  # handovers begin now: drained meanwhile, released beside the claim
                 self._begin_handovers(decision)
+            steady = not (decision.claim or decision.steal or decision.release or handed or releases or looked)
+            cut = Cut() if steady and len(sent) > CLAIM_CHUNK and current_stepper() is None else None
+            watching = None if cut is None else asyncio.ensure_future(  # a join cuts renewals short (_presence_watch)
+                self._watch.during_claim(self.calls, self._now, presence, cut))
             try:
-                won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at)
+                won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at, cut)
             finally:  # partitions released beside the claim are not this round's to record (_releases)
                 beside = self._releases.close_window()
+                if watching is not None:
+                    watching.cancel()
             claims, kept = [o for o in claims if o.partition_id not in beside], {
                 pid: o for pid, o in kept.items() if pid not in beside}
             self._round_times = (sent_at - started, self._now() - sent_at)  # listings; claim (the bench's log)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
-                self.listener.on_error("claim", StoreError(f"claim_ownership: {len(unanswered)} records not answered"))
+                failed = len(unanswered) - (len(cut.records) if cut is not None else 0)  # (cut short: no failure)
+                if failed:
+                    self.listener.on_error("claim", StoreError(f"claim_ownership: {failed} records not answered"))
                 releases, presence_sent, kept = unanswered_in(
                     unanswered, self.group[2], self.presence_group, self.owner_id, self.sessions, releases,
                     presence_sent, kept)
@@ -324,7 +332,7 @@ class BalancingLoop(RoundInputs):
             return
         self._start_claimed(checkpoints)
         self._attempt = 0
-        self._next_round = self._due_after(started)
+        self._next_round = self._due_after(started) if cut is None or not cut.event.is_set() else self._now()
         self._after_round(started)
         self._arm_watchdog()
 

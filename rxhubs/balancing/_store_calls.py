@@ -13,7 +13,7 @@ from rxhubs.balancing._planner import BalancingSettings
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, is_stateful
 
-__all__ = ["Fenced", "StoreCalls"]
+__all__ = ["Cut", "Fenced", "StoreCalls"]
 
 T = TypeVar("T")
 
@@ -27,6 +27,20 @@ CLAIM_CHUNK = 32
 #: Calls of one claim in flight at once (an HTTP client pools about 100 connections: more would only queue, and
 #: time spent queued counts against each call's timeout).
 CHUNKS_IN_FLIGHT = 3
+
+
+class Cut:
+    """A claim that may be cut short: once :attr:`event` is set, its calls not yet sent are not sent.
+
+    Their records are unanswered (certainly not written) and listed in :attr:`records`. A steady round's renewals
+    are cut when the group changes meanwhile (:meth:`PresenceWatch.during_claim
+    <rxhubs.balancing._presence_watch.PresenceWatch.during_claim>`): the round that serves the change need not wait
+    for hundreds of renewals, which the next round sends (each is renewed well before a third of its expiration).
+    """
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.records: list[Ownership] = []
 
 
 class StoreCalls:
@@ -156,7 +170,7 @@ class StoreCalls:
         return (await self.claim_partly(records, whole=True))[0]
 
     async def claim_partly(
-        self, records: Sequence[Ownership], *, whole: bool = False
+        self, records: Sequence[Ownership], *, whole: bool = False, cut: Cut | None = None
     ) -> tuple[list[Ownership], list[Ownership]]:
         """Claim, renew or release ``records``: the records won, and those whose call failed (unanswered).
 
@@ -164,7 +178,8 @@ class StoreCalls:
         :data:`CHUNKS_IN_FLIGHT` at once (one after another in virtual time), each bounded by the store timeout;
         a call whose turn comes once the claim has taken the store timeout is not sent (its records are unanswered),
         so a claim takes two store timeouts at most however many records it carries (a slow store made a claim of
-        1,024 renewals take 32 / 3 timeouts, and the partitions expired before the round ended).
+        1,024 renewals take 32 / 3 timeouts, and the partitions expired before the round ended). Nor is one sent
+        once ``cut`` is set (its records go to ``cut.records``, unanswered).
         A record left out of a call's answer was lost (another owner's, or changed meanwhile); a record whose call
         failed or timed out is unanswered: it may or may not have been written.
 
@@ -188,6 +203,9 @@ class StoreCalls:
                 async with gate:
                     if loop.time() - began >= self.timeout:  # a slow store: the rest waits for the next round
                         return StoreError(f"claim_ownership not sent: the claim took {self.timeout:.1f} s already")
+                    if cut is not None and cut.event.is_set():  # the group changed: the next round sends it
+                        cut.records.extend(chunk)
+                        return StoreError("claim_ownership not sent: cut short")
                     return await self._claim_call(chunk)
 
             outcomes = list(await asyncio.gather(*(one(chunk) for chunk in chunks)))

@@ -1,0 +1,101 @@
+"""A change of the group cuts a steady round's renewals short, and the round that serves it runs at once.
+
+Consumer ``a`` owns 160 partitions; with a 2 s interval and a 6 s expiration each round renews them all: 161
+records with its presence, six ``claim_ownership`` calls of 32, three at a time. The store holds ``a``'s claim calls
+unanswered (a slow storage account while new consumers start). ``b`` joins meanwhile; ``a``'s watch during the claim
+sees it, and once the held calls are answered the other three are not sent: ``a``'s next round runs at once (it lists
+the records again: a round's listing) and hands ``b`` its half. The renewals that were not sent go out in that round;
+nothing expired, nothing was reported as a failure. Without the cut the held round sent all six calls before its
+next listing (rxhubs/balancing/_presence_watch.py, rxhubs/balancing/_store_calls.py ``Cut``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import rxhubs
+from rxhubs import Checkpoint, Ownership
+from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
+from rxhubs.testing import InMemoryEventHub
+from tests.balancing.test_release_in_flight import owners, until
+
+GROUP = "$Default"
+FAST: dict[str, Any] = {"load_balancing_interval": 2.0, "ownership_expiration": 6.0, "store_timeout": 30.0,
+                        "max_wait": 0.05}
+PARTITIONS = 160
+
+
+class Held(CheckpointStore):
+    """``a``'s view of the shared store: notes its listings and claim calls, and holds its claims while asked."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, Any]] = []
+        self.hold: asyncio.Event | None = None  # set: answer; None: not holding
+        self.arm = False  # hold the claim calls of the next round (from its listing of the records on)
+        self.held = 0
+        self.began = 0  # where in ``calls`` the held round's listing is
+
+    async def list_ownership(self, ns: str, hub: str, group: str) -> list[Ownership]:
+        found = await self.inner.list_ownership(ns, hub, group)
+        if group.endswith("$presence"):
+            self.calls.append(("presence", {o.owner_id for o in found if o.owner_id}))
+        else:
+            self.calls.append(("records", None))
+            if self.arm:
+                self.hold, self.arm, self.began = asyncio.Event(), False, len(self.calls)
+        return found
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        self.calls.append(("claim", len(claims)))
+        if self.hold is not None:
+            self.held += 1
+            await self.hold.wait()
+        return await self.inner.claim_ownership(claims)
+
+    async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:
+        return await self.inner.list_checkpoints(*args)
+
+    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self.inner.update_checkpoint(checkpoint)
+
+
+def run(hub: Any, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown, errors: list[str]) -> Any:
+    def on_error(context: Any, error: Exception) -> None:
+        errors.append(f"{context.operation}: {error}")
+
+    return asyncio.create_task(rxhubs.arun(
+        rxhubs.consume(hub, GROUP, store, owner_id=owner, on_partition_error=on_error, **FAST),
+        shutdown=stop, grace=10.0, signals=()))
+
+
+async def test_a_join_cuts_a_steady_rounds_renewals_short_and_is_served_at_once() -> None:
+    hub = InMemoryEventHub(partition_count=PARTITIONS)
+    inner = InMemoryCheckpointStore()
+    held = Held(inner)
+    stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
+    errors: list[str] = []
+    a = run(hub, "a", held, stops["a"], errors)
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * PARTITIONS)
+    held.arm = True  # the next round's claim calls are held
+    await until(lambda: held.held == 3)  # three calls in flight, three waiting for their turn
+    began = held.began
+    b = run(hub, "b", inner, stops["b"], [])
+    await until(lambda: any(kind == "presence" and "b" in what for kind, what in held.calls[began:]))
+    release, held.hold = held.hold, None
+    assert release is not None
+    release.set()
+    await until(lambda: sorted(owners(hub, inner).values()).count("b") == PARTITIONS // 2)
+    after_hold = held.calls[began:]
+    next_listing = next(i for i, (kind, _) in enumerate(after_hold) if kind == "records")
+    sent = [n for kind, n in after_hold[:next_listing] if kind == "claim"]
+    assert sent == [32, 32, 32], after_hold[:next_listing]  # the other three calls were not sent: cut short
+    assert all(o in ("a", "b") for o in owners(hub, inner).values())  # nothing expired, nothing lost
+    claim_errors = [e for e in errors if e.startswith("claim")]
+    assert claim_errors == []  # a cut is not a failure
+    for stop in stops.values():
+        stop.request()
+    assert await a == 0 and await b == 0
