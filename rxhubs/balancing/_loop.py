@@ -310,12 +310,13 @@ class BalancingLoop(RoundInputs):
                 pid: o for pid, o in kept.items() if pid not in beside}
             self._round_times = (sent_at - started, self._now() - sent_at)  # listings; claim (the bench's log)
             if unanswered:  # part of a large claim failed: those records stay as they were, retried next round
-                failed = len(unanswered) - (len(cut.records) if cut is not None else 0)  # (cut short: no failure)
-                if failed:
-                    self.listener.on_error("claim", StoreError(f"claim_ownership: {failed} records not answered"))
+                cut_short = len(cut.records) if cut is not None else 0  # (not a failure)
+                if len(unanswered) > cut_short:
+                    self.listener.on_error("claim", StoreError(
+                        f"claim_ownership: {len(unanswered) - cut_short} records not answered"))
                 releases, presence_sent, kept = unanswered_in(
                     unanswered, self.group[2], self.presence_group, self.owner_id, self.sessions, releases,
-                    presence_sent, kept)
+                    presence_sent, kept, cut_short)
                 won = [*won, *(kept[o.partition_id] for o in unanswered if o.partition_id in kept)]
         except Exception as exc:
             if not listed and self._stopping is None:

@@ -19,7 +19,7 @@ log = logging.getLogger("rxhubs.balancing")
 def unanswered(
     missed_records: list[Ownership], group: str, presence_group: str, owner_id: str,
     sessions: Mapping[str, PartitionSession], releases: list[Ownership], presence_sent: bool,
-    kept: dict[str, Ownership],
+    kept: dict[str, Ownership], cut: int = 0,
 ) -> tuple[list[Ownership], bool, dict[str, Ownership]]:
     """A round's claim partly failed: its releases, presence and kept renewals as if those records were not sent.
 
@@ -28,7 +28,8 @@ def unanswered(
     claim was in flight: it is released between rounds with the record it had, its last checkpoint write noted with
     the hand (given up as "taken over", it was handed on later as surplus without that note, and its next owner read
     from the checkpoint before); a release unanswered stays ready (released again between rounds); a claim
-    unanswered gains nothing; the presence record keeps what was known of it.
+    unanswered gains nothing; the presence record keeps what was known of it. ``cut`` of them were not sent because
+    the group changed (:class:`~rxhubs.balancing._store_calls.Cut`): not a failure, logged at debug level.
 
     Example:
         >>> release = Ownership("ns", "hub", "g", "1", "")
@@ -36,7 +37,10 @@ def unanswered(
         ([], True, {})
     """
     missed = {(o.consumer_group, o.partition_id) for o in missed_records}
-    log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed))
+    if len(missed) > cut:
+        log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed) - cut)
+    if cut:
+        log.debug("balancing: %d renewals cut short (the group changed): the next round sends them", cut)
     renewals = {o.partition_id for o in missed_records if o.consumer_group == group}
     kept = {**kept, **{pid: s.record for pid in renewals if (s := sessions.get(pid)) is not None
                        and s.record is not None}}
