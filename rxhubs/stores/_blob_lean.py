@@ -64,8 +64,6 @@ __all__ = ["LeanAccount", "LeanBlob", "LeanProperties", "lean_account"]
 #: Client options the lean path honours (the store's own defaults, and the hooks the benchmarks count with).
 _HONOURED = frozenset({"raw_request_hook", "raw_response_hook", "connection_timeout", "read_timeout",
                        "retry_policy", "use_env_settings", "transport"})
-#: Retries after the first attempt, and the pause before each (the store's ``LinearRetry(backoff=0.5, ...)``).
-_RETRIES, _BACKOFF, _JITTER = 2, 0.5, 0.2
 #: The largest body sent by the lean path (a checkpoint's state; a larger one goes through the SDK's upload).
 _LARGEST_BODY = 4 * 1024 * 1024
 #: The headers a shared-key signature covers, in the order it covers them (``Content-Length`` 0 counts as empty).
@@ -102,6 +100,8 @@ class LeanAccount:
     api_version: str = ""
     request_hook: Callable[[Any], None] | None = None
     response_hook: Callable[[Any], None] | None = None
+    #: The store's retry policy (``_FailFastRetry``): its retries after the first attempt, its pause and jitter.
+    retry: Any = None
 
     def blob(self, name: str, sdk_blob: Any) -> LeanBlob:
         """``name``'s calls: the hot ones here, the others (downloads) through ``sdk_blob``."""
@@ -134,20 +134,21 @@ class LeanAccount:
             HttpResponseError: The service's refusal, as the SDK's exception for its status.
             ServiceRequestError | ServiceResponseError: The request could not be sent, or its answer not read.
         """
+        retries, backoff, jitter = self.retry.total_retries, self.retry.backoff, self.retry.random_jitter_range
         attempt = 0
         while True:
             try:
                 status, answer, text = await self._once(method, url, dict(headers), body)
             except AzureError as exc:
-                if attempt >= _RETRIES or refused(exc):
+                if attempt >= retries or refused(exc):
                     raise
             else:
                 if status < 300:
                     return status, answer
-                if attempt >= _RETRIES or not (status == 408 or (status >= 500 and status not in (501, 505))):
+                if attempt >= retries or not (status == 408 or (status >= 500 and status not in (501, 505))):
                     raise _refusal(status, answer, text)
             attempt += 1
-            await asyncio.sleep(_BACKOFF + random.uniform(-_JITTER, _JITTER))
+            await asyncio.sleep(backoff + random.uniform(-jitter, jitter))
 
     async def _once(
         self, method: str, url: URL, headers: dict[str, str], body: bytes | None
@@ -293,7 +294,7 @@ def lean_account(client: Any, options: Mapping[str, Any], transport: object) -> 
     if urlsplit(base).scheme not in ("http", "https"):
         return None
     return LeanAccount(cast("_RecyclingTransport", transport), base.rstrip("/"), account, secret, query, version,
-                       options.get("raw_request_hook"), options.get("raw_response_hook"))
+                       options.get("raw_request_hook"), options.get("raw_response_hook"), options["retry_policy"])
 
 
 def _conditions(headers: dict[str, str], etag: str | None, condition: MatchConditions | None) -> None:

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 import rxhubs
-from rxhubs import Checkpoint, Ownership
+from rxhubs import Ownership
 from rxhubs.stores import CheckpointStore, InMemoryCheckpointStore
 from rxhubs.testing import InMemoryEventHub
+from tests.balancing.test_presence_watch import Noted
 from tests.balancing.test_release_in_flight import owners, until
 
 GROUP = "$Default"
@@ -30,25 +31,21 @@ FAST: dict[str, Any] = {"load_balancing_interval": 2.0, "ownership_expiration": 
 PARTITIONS = 160
 
 
-class Held(CheckpointStore):
-    """``a``'s view of the shared store: notes its listings and claim calls, and holds its claims while asked."""
+class Held(Noted):
+    """``a``'s view of the shared store (its listings noted, as the watch's test notes them); holds its claims when
+    asked, and notes each claim call's size."""
 
     def __init__(self, inner: InMemoryCheckpointStore) -> None:
-        self.inner = inner
-        self.calls: list[tuple[str, Any]] = []
+        super().__init__(inner)
         self.hold: asyncio.Event | None = None  # set: answer; None: not holding
         self.arm = False  # hold the claim calls of the next round (from its listing of the records on)
         self.held = 0
         self.began = 0  # where in ``calls`` the held round's listing is
 
     async def list_ownership(self, ns: str, hub: str, group: str) -> list[Ownership]:
-        found = await self.inner.list_ownership(ns, hub, group)
-        if group.endswith("$presence"):
-            self.calls.append(("presence", {o.owner_id for o in found if o.owner_id}))
-        else:
-            self.calls.append(("records", None))
-            if self.arm:
-                self.hold, self.arm, self.began = asyncio.Event(), False, len(self.calls)
+        found = await super().list_ownership(ns, hub, group)
+        if self.arm and self.calls[-1][0] == "records":
+            self.hold, self.arm, self.began = asyncio.Event(), False, len(self.calls)
         return found
 
     async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
@@ -58,12 +55,6 @@ class Held(CheckpointStore):
             self.held += 1
             await self.hold.wait()
         return await self.inner.claim_ownership(claims)
-
-    async def list_checkpoints(self, *args: Any) -> list[Checkpoint]:
-        return await self.inner.list_checkpoints(*args)
-
-    async def update_checkpoint(self, checkpoint: Checkpoint) -> None:
-        await self.inner.update_checkpoint(checkpoint)
 
 
 def run(hub: Any, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown, errors: list[str]) -> Any:
