@@ -27,8 +27,9 @@ def releases_of(
 ) -> list[Ownership]:
     """The records to release: those of the sessions ready for it, with no owner or their recipient's.
 
-    A record handed to a recipient is noted with a ``store`` that takes note of handovers (the blob store's
-    ``note_handover``: the recipient's fence then needs no write), once its period is known, with the position of
+    A record handed to a recipient, or released to whoever claims it next, is noted with a ``store`` that takes note
+    of handovers (the blob store's ``note_handover``: the next owner's fence then needs no write), once its period is
+    known, with the position of
     its last checkpoint write if that was still in flight (``session.final``: the hand carries it). Partitions in
     ``skip`` (a release of theirs is in flight) are left out.
     """
@@ -38,7 +39,7 @@ def releases_of(
         if not session.ready or session.partition_id in skip:
             continue
         record = replace(session.record, owner_id=session.release_to)
-        if note is not None and session.release_to and session.period is not None:
+        if note is not None and session.period is not None:
             note(session.period, record, session.final)
         releases.append(record)
     return releases

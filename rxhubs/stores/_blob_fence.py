@@ -156,6 +156,8 @@ class _FencedBlobWrites(_Hands, _Recycling):
             if seen is None:
                 own = {} if isinstance(reads[0], BaseException) else _metadata(reads[0])
             handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
+            if not handed_by:  # claimed from a release this store listed: it names the period, not the position
+                handed_by = self._released_by(own_name, ownership)
             if handed_by:
                 self._used_hand(own_name, handed_by)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]

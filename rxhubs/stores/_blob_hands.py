@@ -31,6 +31,18 @@ takes the later of the blob's position and the hand's (the handing period's last
 never: the recipient still starts where the old owner stopped; a write that lands after the recipient's fails on its
 etag, and the handing period writes nothing more).
 
+**A release carries a hand too, but not the position.** A consumer that releases a partition to no one (it stops,
+or several owners above their targets release rather than deal) drained it and wrote its final checkpoint all the
+same, so the released record names its period as a hand to a recipient does. Whoever claims the partition from the
+version its listing showed with that hand (the claim's compare-and-swap proves the record was not written in
+between) still reads the checkpoint blob at its fence (with the other fences that begin together: two listings),
+and stamps it only if another period wrote it last. A released record may lie unclaimed for days, and a checkpoint
+blob written meanwhile by a hand or a tool that claims nothing must be read, not overruled by a position from before
+(``tests/faults/test_corrupt_records.py``); ``rxhubs checkpoints reset`` claims the records it resets, which
+overwrites the hand. At a stop of four consumers of 1,024 partitions that is 512 stamps fewer on the survivors'
+claims (``rxhubs bench scale --real``). A claimant that did not list the hand fences as before: its claim overwrote
+the record, hand and all.
+
 **That last write is refused once anyone else wrote the blob**, without the ownership check another period's key
 makes a write do. It may wait long for its turn (85 s behind a handover's 896 final writes on a loaded Azurite), and
 by then the handing owner may have claimed the partition again (the recipient stopped and released it): the ownership
@@ -87,13 +99,17 @@ class _Hands:
     #: Per ownership blob, the handing period of the last hand a fence of this store began from (each is used once: a
     #: later listing that shows the same hand, before the recipient's renewal rewrites the blob, is not kept again)
     _hands_used: dict[str, str]
+    #: Per ownership blob and version a claim won from a listed release: the released period (see :meth:`_released_by`)
+    _releases_claimed: dict[tuple[str, str], str]
 
     def _init_hands(self) -> None:
         self._fences, self._handed, self._hands, self._hands_seen = {}, {}, {}, {}
-        self._hand_writers, self._hands_used = {}, {}
+        self._hand_writers, self._hands_used, self._releases_claimed = {}, {}, {}
 
     def note_handover(self, period: Ownership, record: Ownership, final: Checkpoint | None = None) -> None:
         """``period`` is over: its partition goes to the owner ``record`` names, in the next claim of ``record``.
+
+        A release (``record`` names no owner) carries the hand to whoever claims the partition from it next.
 
         Called by the balancing loop once the partition drained and its final checkpoint was written, or sent:
         ``final`` is the position of a last write still in flight, which the hand then carries (the checkpoint
@@ -121,8 +137,7 @@ class _Hands:
         at = seen[2] if seen[0] == key else ""
         if final is not None and not at.endswith(f" {final.sequence_number} {offset_text(final)}"):
             at = f"{WRITING} {final.sequence_number} {offset_text(final)}"  # its write is in flight
-        if record.owner_id:
-            self._hands[(blob_names(record)[0], normalize_etag(record.etag))] = (key, at)
+        self._hands[(blob_names(record)[0], normalize_etag(record.etag))] = (key, at)
 
     def _ownership_metadata(self, claim: Ownership) -> dict[str, str]:
         """The ownership blob's metadata that ``claim`` writes: its owner, and the period handing it over, if any.
@@ -131,7 +146,7 @@ class _Hands:
         """
         metadata = {"ownerid": claim.owner_id}
         hand = self._hands.pop((blob_names(claim)[0], normalize_etag(claim.etag)), None)
-        if hand is not None and claim.owner_id:
+        if hand is not None:
             metadata[HANDED_KEY] = hand[0]
             if hand[1]:
                 metadata[HANDED_AT_KEY] = hand[1]
@@ -139,8 +154,8 @@ class _Hands:
 
     def _saw_ownership(self, name: str, etag: str | None, metadata: dict[str, str]) -> None:
         """A listing showed ownership blob ``name`` at ``etag``: keep the position it hands over, if it gives one."""
-        at, owner = metadata.get(HANDED_AT_KEY), metadata.get("ownerid")
-        if at and etag and owner and self._hands_used.get(name.lower()) != metadata.get(HANDED_KEY, ""):
+        at, owner = metadata.get(HANDED_AT_KEY), metadata.get("ownerid", "")
+        if at and etag and self._hands_used.get(name.lower()) != metadata.get(HANDED_KEY, ""):
             self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = at, metadata.get(HANDED_KEY, ""), owner
             while len(self._hands_seen) > _HANDED_KEPT:
                 del self._hands_seen[next(iter(self._hands_seen))]
@@ -159,7 +174,7 @@ class _Hands:
         the fence after the claim starts from it (:meth:`_handed_start`).
         """
         seen = self._hands_seen.pop((name.lower(), str(normalize_etag(claim.etag))), None)
-        if seen is not None and etag and seen[2] == claim.owner_id:
+        if seen is not None and etag and claim.owner_id and seen[2] in ("", claim.owner_id):
             self._hands_seen[(name.lower(), str(normalize_etag(etag)))] = seen
 
     def _used_hand(self, own_name: str, hand_key: str) -> None:
@@ -170,11 +185,17 @@ class _Hands:
 
     def _handed_start(self, own_name: str, name: str, ownership: Ownership) -> Checkpoint | None:
         """The position a hand this store listed gives ``ownership`` (None: none seen); its period begins there."""
-        seen = self._hands_seen.pop((own_name, str(normalize_etag(ownership.etag))), None)
+        version = (own_name, str(normalize_etag(ownership.etag)))
+        seen = self._hands_seen.pop(version, None)
         if seen is None:
             return None
-        at, hand_key, _ = seen
+        at, hand_key, recipient = seen
         self._used_hand(own_name, hand_key)
+        if not recipient:  # a release: its hand names the period, the fence reads the blob (see the module)
+            self._releases_claimed[version] = hand_key
+            while len(self._releases_claimed) > _HANDED_KEPT:
+                del self._releases_claimed[next(iter(self._releases_claimed))]
+            return None
         etag = at.partition(" ")[0]
         checkpoint = hand_position(ownership, at)
         if checkpoint is None or not etag:  # malformed: the fence reads the blob
@@ -186,6 +207,11 @@ class _Hands:
         else:
             self._fences[name] = (period_key(ownership), etag, at)
         return checkpoint
+
+
+    def _released_by(self, own_name: str, ownership: Ownership) -> str | None:
+        """The period that released the record ``ownership`` was claimed from, if this store listed its hand."""
+        return self._releases_claimed.pop((own_name, str(normalize_etag(ownership.etag))), None)
 
 
 def checkpoint_of(o: Ownership, metadata: dict[str, str]) -> Checkpoint | None:

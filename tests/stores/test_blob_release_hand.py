@@ -1,0 +1,150 @@
+"""A release carries a hand (Azurite): whoever claims the partition from it fences without a stamp.
+
+A consumer that stops drains each partition and writes its final checkpoint, then releases the record to no one. The
+released ownership blob names its period, as a hand to a recipient does (``rxhubs/stores/_blob_hands.py``); a
+consumer whose listing showed that release claims from that version, and its fence reads the checkpoint blob and,
+finding it written last by that period, stamps nothing. It still reads: a released record may lie unclaimed for days,
+and a checkpoint written meanwhile by a tool that claims nothing is read, not overruled. Observed in the storage
+client's own pipeline, so no request is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from rxhubs import Ownership
+from rxhubs.errors import OwnershipLostError
+from rxhubs.stores import BlobCheckpointStore
+from rxhubs.stores._blob_fence import FENCE_KEY, HANDED_AT_KEY, HANDED_KEY
+from tests.stores.test_blob_fence_requests import CG, HUB, NS, Trace, traced_store
+from tests.stores.test_blob_handover_fence import at, own, stamps
+from tests.stores.test_blob_handover_path import GROUP as PATH_GROUP
+from tests.stores.test_blob_handover_path import Consumer, until
+
+
+async def released(store: BlobCheckpointStore, *, note: bool = True) -> tuple[Ownership, Ownership]:
+    """``a`` claims partition 0, fences it, checkpoints 7 and releases it (noted as a hand): its period, the release."""
+    [a] = await store.claim_ownership([own("a")])
+    await store.fence(a)
+    await store.update_checkpoint_fenced(at("0", 7), a)
+    release = own("", etag=a.etag)
+    if note:
+        store.note_handover(a, release)
+    [done] = await store.claim_ownership([release])
+    return a, done
+
+
+def checkpoint_writes(trace: Trace) -> list[tuple[str, str, str]]:
+    return [e for e in trace.events if e[0] == "request" and e[1] == "PUT" and e[2] == "checkpoint"]
+
+
+async def test_a_listed_release_is_fenced_without_a_stamp(azurite: Any, blob_container: str) -> None:
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        a, _ = await released(store_a)
+        own_blob = await store_a._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        checkpoint_blob = store_a._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower())
+        etag = (await checkpoint_blob.get_blob_properties()).etag.strip('"')
+        assert own_blob.metadata["ownerid"] == "", own_blob.metadata
+        assert own_blob.metadata[HANDED_KEY].endswith(" a"), own_blob.metadata
+        assert own_blob.metadata[HANDED_AT_KEY] == f"{etag} 7 70", own_blob.metadata
+        [listed] = await store_b.list_ownership(NS, HUB, CG)
+        [b] = await store_b.claim_ownership([own("b", etag=listed.etag)])
+        trace.events.clear()
+        assert await store_b.fence_with_state(b) == (at("0", 7), None)
+        assert checkpoint_writes(trace) == [], trace.events  # read, not stamped
+        assert (await checkpoint_blob.get_blob_properties()).etag.strip('"') == etag
+        # the first write is If-Match the etag the fence read, with b's key: no read before it
+        trace.events.clear()
+        await store_b.update_checkpoint_fenced(at("0", 9), b)
+        assert [e for e in trace.events if e[0] == "request"] == [("request", "PUT", "checkpoint")]
+        props = await checkpoint_blob.get_blob_properties()
+        assert (props.metadata["sequencenumber"], props.metadata[FENCE_KEY].split(" ")[1]) == ("9", "b")
+        with pytest.raises(OwnershipLostError):  # the released period is over: its store refuses it
+            await store_a.update_checkpoint_fenced(at("0", 8), a)
+
+
+@pytest.mark.parametrize("why", ["not listed", "not noted"])
+async def test_a_claim_without_a_listed_hand_is_stamped(azurite: Any, blob_container: str, why: str) -> None:
+    """A claimant that did not list the release (its claim overwrote the hand), or a release not noted: the fence
+    reads the blob and stamps it, as for any claim."""
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        _, release = await released(store_a, note=why != "not noted")
+        if why == "not noted":
+            [listed] = await store_b.list_ownership(NS, HUB, CG)
+            assert HANDED_KEY not in (await store_a._blob(
+                f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()).metadata
+            release = listed
+        [b] = await store_b.claim_ownership([own("b", etag=release.etag)])
+        trace.events.clear()
+        assert await store_b.fence(b) == at("0", 7)
+        assert stamps(trace) == 1, trace.events
+
+
+async def test_a_checkpoint_written_after_the_release_is_read_and_stamped(azurite: Any, blob_container: str) -> None:
+    """A tool that claims nothing rewrites the checkpoint blob while the record lies released: the claimant that
+    listed the release starts from what the blob says now, and stamps it (the released period no longer wrote last)."""
+    trace = Trace()
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            traced_store(azurite, blob_container, trace) as store_b:
+        await released(store_a)
+        [listed] = await store_b.list_ownership(NS, HUB, CG)
+        await store_a._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower()).set_blob_metadata(
+            {"offset": "30", "sequencenumber": "3"})
+        [b] = await store_b.claim_ownership([own("b", etag=listed.etag)])
+        trace.events.clear()
+        assert await store_b.fence(b) == at("0", 3)
+        assert len(checkpoint_writes(trace)) == 1, trace.events
+
+
+async def test_a_survivor_takes_a_stopped_consumers_partitions_from_its_hands(
+    azurite: Any, blob_container: str
+) -> None:
+    """``rxhubs.consume`` on both sides: ``a`` and ``b`` share four partitions, ``a`` stops. ``b`` claims ``a``'s two
+    from the releases its listing showed: it writes nothing to their checkpoint blobs (no stamp: they still carry
+    ``a``'s key) and starts right after ``a``'s last event of each."""
+    from rxhubs.testing import InMemoryEventHub
+
+    hub = InMemoryEventHub(partition_count=4)
+    trace = Trace()
+    stores = [BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container),
+              traced_store(azurite, blob_container, trace)]
+
+    async def feed() -> None:
+        while True:
+            hub.send([b"x"] * 4)
+            await asyncio.sleep(0.02)
+
+    feeder = asyncio.create_task(feed())
+    a = Consumer(hub, stores[0], "a", checkpoints=True)
+    await until(lambda: len(a.partitions()) == 4)
+    b = Consumer(hub, stores[1], "b", checkpoints=False)  # whatever b's checkpoint blobs show, b did not write
+    await until(lambda: len(b.partitions()) == 2)
+    first = b.partitions()
+    await asyncio.sleep(0.2)
+    trace.events.clear()
+    await a.close()
+    await until(lambda: len(b.partitions()) == 4)
+    taken = b.partitions() - first
+    assert checkpoint_writes(trace) == [], trace.events  # the releases named a's periods: nothing to stamp
+    for pid in sorted(taken):
+        blob = stores[1]._blob(
+            f"{hub.fully_qualified_namespace}/{hub.eventhub_name}/{PATH_GROUP}/checkpoint/{pid}".lower())
+        props = await blob.get_blob_properties()
+        assert props.metadata[FENCE_KEY].endswith(" a"), (pid, props.metadata)  # a's period: b did not stamp
+    feeder.cancel()
+    await b.close()
+    for store in stores:
+        await store.close()
+    for pid in taken:
+        by_a = [n for p, n in a.processed if p == pid]
+        by_b = [n for p, n in b.processed if p == pid]
+        assert by_b[0] == max(by_a) + 1, (pid, max(by_a), by_b[:3])  # right after a's last event
+    everything = sorted(a.processed + b.processed)
+    assert len(everything) == len(set(everything))
