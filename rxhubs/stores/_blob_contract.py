@@ -88,6 +88,7 @@ class _BlobContract(_FencedBlobWrites):
             group = (fully_qualified_namespace, eventhub_name, consumer_group)
             self._saw_ownership(prefix + partition_id, etag, metadata)  # a hand may carry its position
             result.append(Ownership(*group, partition_id, owner_id, last_modified, etag))
+        self._fence_reads.saw(prefix, len(result))  # what a listing for the fences would cost
         return result
 
     @recycling

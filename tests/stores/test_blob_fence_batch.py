@@ -126,3 +126,25 @@ async def test_a_few_fences_read_their_blobs_and_a_client_that_cannot_list_so_do
         starts = await asyncio.gather(*(store.fence(o) for o in rest))
         assert [s.sequence_number if s else None for s in starts] == [p if p < 6 else None for p in range(len(few), 7)]
         assert Counter(requests.seen)[("HEAD", "ownership")] == len(rest), requests.seen
+
+
+async def test_fences_list_only_when_they_are_a_share_of_the_blobs_listed(azurite: Any, blob_container: str) -> None:
+    """A listing costs the service about one read per :data:`LISTED_PER_READ` blobs it returns: with 64 ownership
+    blobs (the rounds' listing says so), 3 fences together read their blobs (6 ``HEAD``), 8 list (2 listings)."""
+    requests = Requests()
+    many = 8 * _blob_fence_reads.LISTED_PER_READ
+    async with BlobCheckpointStore.from_connection_string(
+        azurite.connection_string, blob_container, raw_request_hook=requests
+    ) as store:
+        a = await store.claim_ownership([own(p, "a") for p in range(many)])
+        b = await store.claim_ownership([own(int(o.partition_id), "b", o.etag) for o in a])
+        b.sort(key=lambda o: int(o.partition_id))
+        assert len(await store.list_ownership(NS, HUB, CG)) == many
+        for fences, listings, heads in ((_blob_fence_reads.BATCH, 0, 2 * _blob_fence_reads.BATCH),
+                                        (many // _blob_fence_reads.LISTED_PER_READ, 2, 0)):
+            batch, b = b[:fences], b[fences:]
+            requests.seen.clear()
+            await asyncio.gather(*(store.fence(o) for o in batch))
+            counts = Counter(requests.seen)
+            assert (counts[("GET", "list")], counts[("HEAD", "ownership")] + counts[("HEAD", "checkpoint")]) == (
+                listings, heads), requests.seen
