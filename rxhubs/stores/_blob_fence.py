@@ -36,6 +36,7 @@ state of that checkpoint, and is ignored (the next state commit overwrites it).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from azure.core import MatchConditions
@@ -137,27 +138,11 @@ class _FencedBlobWrites(_Hands, _Recycling):
             except ResourceNotFoundError:
                 return None
 
+        released = self._released_by(own_name, ownership)
         try:
-            # the ownership check and the first read of the checkpoint blob go out together (with the other fences
-            # that begin now, as two listings: FenceReads); the stamp waits for both
-            seen = await self._fence_reads.read(self._client, blob_names(ownership, ""), own_name, name)
-            if seen is not None:
-                _check_version_of(seen[0], ownership)
-                own = _metadata(seen[0])
-                try:
-                    reads: list[Any] = [None, await read(seen[1])]
-                except ResourceModifiedError as exc:  # the body changed since the listing: read it again below
-                    reads = [None, exc]
-            else:
-                reads = await asyncio.gather(self._check_version(own_name, ownership), read(), return_exceptions=True)
-            for outcome in reads:
-                if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
-                    raise outcome
-            if seen is None:
-                own = {} if isinstance(reads[0], BaseException) else _metadata(reads[0])
-            handed_by, hand = own.get(HANDED_KEY), own.get(HANDED_AT_KEY)
-            if not handed_by:  # claimed from a release this store listed: it names the period, not the position
-                handed_by = self._released_by(own_name, ownership)
+            own, reads = await self._first_reads(ownership, own_name, name, read, claimed_from_release=bool(released))
+            # a release this store listed names the period, not the position
+            handed_by, hand = own.get(HANDED_KEY) or released, own.get(HANDED_AT_KEY)
             if handed_by:
                 self._used_hand(own_name, handed_by)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
@@ -205,6 +190,36 @@ class _FencedBlobWrites(_Hands, _Recycling):
             f"blob store {self._url}: fence of partition {ownership.partition_id!r}: the checkpoint "
             f"blob changed {_ATTEMPTS} times in a row"
         )
+
+    async def _first_reads(
+        self, ownership: Ownership, own_name: str, name: str, read: Callable[..., Awaitable[Any]], *,
+        claimed_from_release: bool
+    ) -> tuple[dict[str, str], list[Any]]:
+        """A fence's first reads: the ownership blob's metadata (its version checked), and ``[None, read()]``.
+
+        ``read()``'s outcome is the checkpoint blob, or the ``ResourceModifiedError`` to read it again. The
+        ownership check and the read go out together (with the other fences that begin now, as two listings:
+        :class:`~rxhubs.stores._blob_fence_reads.FenceReads`); the stamp waits for both. A record
+        ``claimed_from_release`` (one this store listed released, with the released period named) is not read: that
+        claim's compare-and-swap was the ownership check, and a claim after it meets the stamp as after any check.
+        """
+        if claimed_from_release:
+            try:
+                return {}, [None, await read()]
+            except ResourceModifiedError as exc:  # the body changed under the read: read it again
+                return {}, [None, exc]
+        seen = await self._fence_reads.read(self._client, blob_names(ownership, ""), own_name, name)
+        if seen is not None:
+            _check_version_of(seen[0], ownership)
+            try:
+                return _metadata(seen[0]), [None, await read(seen[1])]
+            except ResourceModifiedError as exc:  # the body changed since the listing: read it again
+                return _metadata(seen[0]), [None, exc]
+        reads = await asyncio.gather(self._check_version(own_name, ownership), read(), return_exceptions=True)
+        for outcome in reads:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, ResourceModifiedError):
+                raise outcome
+        return ({} if isinstance(reads[0], BaseException) else _metadata(reads[0])), list(reads)
 
     def _state_of(self, name: str, metadata: dict[str, str], body: bytes, size: int | None) -> bytes | None:
         if STATE_KEY in metadata:
