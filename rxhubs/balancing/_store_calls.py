@@ -162,15 +162,18 @@ class StoreCalls:
                 raise outcome
         return cast(tuple[list[Ownership], list[Ownership]], won)
 
-    async def claim(self, records: Sequence[Ownership]) -> list[Ownership]:
+    async def claim(self, records: Sequence[Ownership], *, at_once: bool = False) -> list[Ownership]:
         """Claim, renew or release ``records``; the records won (nothing to send: no call).
+
+        ``at_once``: every call in flight together, not :data:`CHUNKS_IN_FLIGHT` at a time (a stopping consumer's
+        final release: see :mod:`rxhubs.balancing._wind_down`).
 
         Raises what a call failed with if any record went unanswered (see :meth:`claim_partly`).
         """
-        return (await self.claim_partly(records, whole=True))[0]
+        return (await self.claim_partly(records, whole=True, at_once=at_once))[0]
 
     async def claim_partly(
-        self, records: Sequence[Ownership], *, whole: bool = False, cut: Cut | None = None
+        self, records: Sequence[Ownership], *, whole: bool = False, cut: Cut | None = None, at_once: bool = False
     ) -> tuple[list[Ownership], list[Ownership]]:
         """Claim, renew or release ``records``: the records won, and those whose call failed (unanswered).
 
@@ -195,7 +198,7 @@ class StoreCalls:
             for chunk in chunks:
                 outcomes.append(await self._claim_call(chunk))
         else:
-            gate = asyncio.Semaphore(CHUNKS_IN_FLIGHT)
+            gate = asyncio.Semaphore(len(chunks) if at_once else CHUNKS_IN_FLIGHT)
             loop = asyncio.get_running_loop()
             began = loop.time()
 

@@ -1,5 +1,12 @@
 """How the balancing loop stops: renew what still drains, then release every partition it owns, in one call.
 
+A release of more records than one call carries (:data:`~rxhubs.balancing._store_calls.CLAIM_CHUNK`) sends all its
+calls at once, not three at a time, and the presence record once they are answered. At a stop of four of eight
+consumers of 1,024 partitions on a busy Azurite, a leaver's fourth call of 32 waited 6.6 s for a turn, and its
+presence record, alone in the fifth, was answered before it: the others' presence watch saw the leaver gone while
+32 of its records still named it, planned with it, and claimed those only at a later round. Now the others see it
+gone only once everything it owned is released.
+
 Every record naming this consumer is released before the loop reports it stopped (``on_stopped``), whatever
 state its partition was in: claimed, checkpoint being read, link opening, draining (a session each, released
 once ready), and also handed to it by another consumer without its having started it yet (no session: the
@@ -18,6 +25,7 @@ from rxhubs._rx import sleep
 from rxhubs.balancing._holdings import Holdings
 from rxhubs.balancing._listener import RevokeReason
 from rxhubs.balancing._records import presence_etag, releases_of, split_won
+from rxhubs.balancing._store_calls import CLAIM_CHUNK
 
 __all__ = ["WindDown"]
 
@@ -51,7 +59,11 @@ class WindDown(Holdings):
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
                 releases = releases_of(self.sessions.values(), self.store)
-                await self.calls.claim([*releases, *unheld, await self._final_presence_record()])
+                if len(releases) + len(unheld) >= CLAIM_CHUNK:  # several calls: at once, then the presence record
+                    await self.calls.claim([*releases, *unheld], at_once=True)
+                    await self.calls.claim([await self._final_presence_record()])
+                else:
+                    await self.calls.claim([*releases, *unheld, await self._final_presence_record()])
             except Exception as exc:
                 self.listener.on_error("release", exc)
                 if attempt < _FINAL_ATTEMPTS:
