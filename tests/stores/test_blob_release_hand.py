@@ -3,9 +3,9 @@
 A consumer that stops drains each partition and writes its final checkpoint, then releases the record to no one. The
 released ownership blob names its period, as a hand to a recipient does (``rxhubs/stores/_blob_hands.py``); a
 consumer whose listing showed that release claims from that version, and its fence reads the checkpoint blob alone
-(the claim's compare-and-swap was the ownership check) and, finding it written last by that period, stamps nothing. It still reads: a released record may lie unclaimed for days,
-and a checkpoint written meanwhile by a tool that claims nothing is read, not overruled. Observed in the storage
-client's own pipeline, so no request is left out.
+(the claim's compare-and-swap was the ownership check) and, finding it written last by that period, stamps nothing.
+It still reads: a released record may lie unclaimed for days, and a checkpoint written meanwhile by a tool that
+claims nothing is read, not overruled. Observed in the storage client's own pipeline, so no request is left out.
 """
 
 from __future__ import annotations
