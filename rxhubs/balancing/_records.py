@@ -29,9 +29,8 @@ def releases_of(
 
     A record handed to a recipient, or released to whoever claims it next, is noted with a ``store`` that takes note
     of handovers (the blob store's ``note_handover``: the next owner's fence then needs no write), once its period is
-    known, with the position of
-    its last checkpoint write if that was still in flight (``session.final``: the hand carries it). Partitions in
-    ``skip`` (a release of theirs is in flight) are left out.
+    known, with the position of its last checkpoint write if that was still in flight (``session.final``: the hand
+    carries it). Partitions in ``skip`` (a release of theirs is in flight) are left out.
     """
     note = store.note_handover if store is not None and takes_hands(store) else None
     releases = []

@@ -35,13 +35,13 @@ etag, and the handing period writes nothing more).
 or several owners above their targets release rather than deal) drained it and wrote its final checkpoint all the
 same, so the released record names its period as a hand to a recipient does. Whoever claims the partition from the
 version its listing showed with that hand (the claim's compare-and-swap proves the record was not written in
-between) still reads the checkpoint blob at its fence (with the other fences that begin together: two listings),
+between, and stands for the fence's ownership check) still reads the checkpoint blob at its fence (one ``HEAD``),
 and stamps it only if another period wrote it last. A released record may lie unclaimed for days, and a checkpoint
-blob written meanwhile by a hand or a tool that claims nothing must be read, not overruled by a position from before
+blob written meanwhile by a person or a tool that claims nothing must be read, not overruled by a position from before
 (``tests/faults/test_corrupt_records.py``); ``rxhubs checkpoints reset`` claims the records it resets, which
-overwrites the hand. At a stop of four consumers of 1,024 partitions that is 512 stamps fewer on the survivors'
-claims (``rxhubs bench scale --real``). A claimant that did not list the hand fences as before: its claim overwrote
-the record, hand and all.
+overwrites the hand. At a stop of four of eight consumers of 1,024 partitions that is 512 stamps and 512 reads of
+ownership blobs fewer on the survivors' claims (``rxhubs bench scale --real``). A claimant that did not list the
+hand fences as before: its claim overwrote the record, hand and all.
 
 **That last write is refused once anyone else wrote the blob**, without the ownership check another period's key
 makes a write do. It may wait long for its turn (85 s behind a handover's 896 final writes on a loaded Azurite), and
@@ -207,7 +207,6 @@ class _Hands:
         else:
             self._fences[name] = (period_key(ownership), etag, at)
         return checkpoint
-
 
     def _released_by(self, own_name: str, ownership: Ownership) -> str | None:
         """The period that released the record ``ownership`` was claimed from, if this store listed its hand."""
