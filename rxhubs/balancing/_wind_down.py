@@ -59,11 +59,13 @@ class WindDown(Holdings):
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
                 releases = releases_of(self.sessions.values(), self.store)
-                if len(releases) + len(unheld) >= CLAIM_CHUNK:  # several calls: at once, then the presence record
-                    await self.calls.claim([*releases, *unheld], at_once=True)
+                records = [*releases, *unheld]
+                if len(records) >= CLAIM_CHUNK:  # several calls: at once, then the presence record
+                    await self._release_lost(records, await self.calls.claim(records, at_once=True))
                     await self.calls.claim([await self._final_presence_record()])
                 else:
-                    await self.calls.claim([*releases, *unheld, await self._final_presence_record()])
+                    won = await self.calls.claim([*records, await self._final_presence_record()])
+                    await self._release_lost(records, won)
             except Exception as exc:
                 self.listener.on_error("release", exc)
                 if attempt < _FINAL_ATTEMPTS:
@@ -74,6 +76,27 @@ class WindDown(Holdings):
                 releases = []
             self._finish(releases)
             return
+
+    async def _release_lost(self, releases: list[Ownership], won: list[Ownership]) -> None:
+        """Release again, from a listing, the records among ``releases`` that lost and still name this consumer.
+
+        A renewal of theirs landed without its answer (a store time-out), so their etag moved on. Without this they
+        stayed with this consumer's name until they expired. A record another consumer took meanwhile is left to it.
+        One listing, only when something was lost; if it fails, those records expire.
+        """
+        group = self.group[2]
+        lost = {r.partition_id for r in releases} - {o.partition_id for o in won if o.consumer_group == group}
+        if not lost:
+            return
+        try:
+            again = [replace(record, owner_id="") for record in await self.calls.owners()
+                     if record.partition_id in lost and record.owner_id == self.owner_id]
+            if again:
+                log.warning("balancing: %d releases on stop found their records written since (a renewal answered"
+                            " too late); releasing them again", len(again))
+                await self.calls.claim(again, at_once=True)
+        except Exception as exc:
+            log.warning("balancing: releasing again on stop failed (%s); those records will expire instead", exc)
 
     async def _unheld_releases(self) -> list[Ownership]:
         """Releases of the records that name this consumer but that it holds no session for.
