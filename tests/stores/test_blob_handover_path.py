@@ -59,6 +59,24 @@ class Consumer:
         await self.task
 
 
+async def feed(hub: InMemoryEventHub) -> None:
+    """Four events every 20 ms, one per partition, until cancelled."""
+    while True:
+        hub.send([b"x"] * 4)
+        await asyncio.sleep(0.02)
+
+
+async def a_then_b(hub: InMemoryEventHub, stores: list[BlobCheckpointStore]) -> tuple[Consumer, Consumer, Any]:
+    """Feeding the hub: ``a`` (checkpointing) takes the four partitions, then ``b`` (not checkpointing: whatever its
+    checkpoint blobs show, it did not write) joins and is handed two; the consumers and the feeder's task."""
+    feeder = asyncio.create_task(feed(hub))
+    a = Consumer(hub, stores[0], "a", checkpoints=True)
+    await until(lambda: len(a.partitions()) == 4)
+    b = Consumer(hub, stores[1], "b", checkpoints=False)
+    await until(lambda: len(b.partitions()) == 2)
+    return a, b, feeder
+
+
 async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_stamping_it(
     azurite: Any, blob_container: str
 ) -> None:
@@ -72,20 +90,7 @@ async def test_the_recipient_starts_from_the_former_owners_checkpoint_without_st
         BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container),
         BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container, raw_request_hook=note),
     ]
-    sent = 0
-
-    async def feed() -> None:
-        nonlocal sent
-        while True:
-            hub.send([b"x"] * 4)
-            sent += 4
-            await asyncio.sleep(0.02)
-
-    feeder = asyncio.create_task(feed())
-    a = Consumer(hub, stores[0], "a", checkpoints=True)
-    await until(lambda: len(a.partitions()) == 4)
-    b = Consumer(hub, stores[1], "b", checkpoints=False)  # whatever b's checkpoint blobs show, b did not write
-    await until(lambda: len(b.partitions()) == 2)
+    a, b, feeder = await a_then_b(hub, stores)
     handed = b.partitions()
     checkpoint_requests = [(method, url) for method, url in sent_by_b if "/checkpoint/" in url]
     assert checkpoint_requests == [], checkpoint_requests  # the hands gave the positions: nothing read, nothing stamped
@@ -134,12 +139,7 @@ async def test_the_release_does_not_wait_for_the_answer_to_the_last_checkpoint(
     held.release, held.answered = asyncio.Event(), set()
     stores = [held, BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container)]
 
-    async def feed() -> None:
-        while True:
-            hub.send([b"x"] * 4)
-            await asyncio.sleep(0.02)
-
-    feeder = asyncio.create_task(feed())
+    feeder = asyncio.create_task(feed(hub))
     a = Consumer(hub, stores[0], "a", checkpoints=True, store_timeout=10.0)  # (answers may take 4 s)
     await until(lambda: len(a.partitions()) == 4)
     held.release.set()  # a's first writes answered; from now on they are held again

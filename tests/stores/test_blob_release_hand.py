@@ -22,7 +22,7 @@ from rxhubs.stores._blob_fence import FENCE_KEY, HANDED_AT_KEY, HANDED_KEY
 from tests.stores.test_blob_fence_requests import CG, HUB, NS, Trace, traced_store
 from tests.stores.test_blob_handover_fence import at, own, stamps
 from tests.stores.test_blob_handover_path import GROUP as PATH_GROUP
-from tests.stores.test_blob_handover_path import Consumer, until
+from tests.stores.test_blob_handover_path import a_then_b, until
 
 
 async def released(store: BlobCheckpointStore, *, note: bool = True) -> tuple[Ownership, Ownership]:
@@ -116,17 +116,7 @@ async def test_a_survivor_takes_a_stopped_consumers_partitions_from_its_hands(
     trace = Trace()
     stores = [BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container),
               traced_store(azurite, blob_container, trace)]
-
-    async def feed() -> None:
-        while True:
-            hub.send([b"x"] * 4)
-            await asyncio.sleep(0.02)
-
-    feeder = asyncio.create_task(feed())
-    a = Consumer(hub, stores[0], "a", checkpoints=True)
-    await until(lambda: len(a.partitions()) == 4)
-    b = Consumer(hub, stores[1], "b", checkpoints=False)  # whatever b's checkpoint blobs show, b did not write
-    await until(lambda: len(b.partitions()) == 2)
+    a, b, feeder = await a_then_b(hub, stores)
     first = b.partitions()
     await asyncio.sleep(0.2)
     trace.events.clear()
