@@ -6,11 +6,12 @@ from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 from rxhubs._models import Ownership
+from rxhubs.balancing._planner import Plan
 from rxhubs.balancing._session import PartitionSession
 from rxhubs.stores import CheckpointStore
 from rxhubs.stores._contract import takes_hands
 
-__all__ = ["fresh", "fresh_renewals", "next_round", "presence_etag", "releases_of", "split_won"]
+__all__ = ["fresh", "fresh_renewals", "lost_claims", "next_round", "presence_etag", "releases_of", "split_won"]
 
 
 def presence_etag(presence: Iterable[Ownership], owner_id: str) -> str | None:
@@ -67,6 +68,21 @@ def fresh_renewals(
         for o in claims
         if (session := sessions.get(o.partition_id)) is not None and fresh(session.renewed_at, now, interval, expiry)
     }
+
+
+def lost_claims(decision: Plan, sessions: Collection[str]) -> int:
+    """How many of ``decision``'s claims and steals went to another consumer (no session for them after the claim).
+
+    Consumers that read the same records deal the claimable partitions out alike and their claims do not collide;
+    a collision means another consumer dealt from a listing taken at another moment (at a stop, one that still saw a
+    leaver, or not yet its releases). The loser keeps room below its target that only its next round fills.
+
+    Example:
+        >>> lost_claims(Plan("me", claim=(Ownership("ns", "h", "g", "0", "me"), Ownership("ns", "h", "g", "1", "me"))),
+        ...             {"0"})
+        1
+    """
+    return sum(1 for pid in decision.acquiring if pid not in sessions)
 
 
 def split_won(
