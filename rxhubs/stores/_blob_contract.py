@@ -9,6 +9,7 @@ on its etag, or a create-only upload) and a checkpoint blob per partition (metad
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -25,7 +26,8 @@ from rxhubs.stores._blob_client import (
     _code,
     recycling,
 )
-from rxhubs.stores._blob_fence import _FencedBlobWrites, written_at
+from rxhubs.stores._blob_fence import FENCE_KEY, STATE_KEY, _FencedBlobWrites, _seen, written_at
+from rxhubs.stores._blob_fence_reads import list_sized
 from rxhubs.stores._blob_listing import Under, partitions_under
 from rxhubs.stores._common import describe, logger, normalize_etag, parse_offset, parse_sequence_number
 
@@ -76,7 +78,13 @@ class _BlobContract(_FencedBlobWrites):
         """Every ownership blob of the consumer group (one listing request); malformed ones come back released."""
         prefix = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "ownership")
         result: list[Ownership] = []
-        for partition_id, metadata, etag, last_modified in await self._list(prefix, "list_ownership"):
+        checkpoints = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group, "checkpoint")
+        written = self._written_hands.due(checkpoints, now=time.monotonic(), listed=self._fence_reads.size(prefix))
+        if written:  # the etags of hands' last writes, beside the listing (_blob_written_hands)
+            listed, _ = await asyncio.gather(self._list(prefix, "list_ownership"), self._learn(checkpoints, written))
+        else:
+            listed = await self._list(prefix, "list_ownership")
+        for partition_id, metadata, etag, last_modified in listed:
             owner_id = metadata.get("ownerid")
             if owner_id is None:
                 logger.warning(
@@ -90,6 +98,26 @@ class _BlobContract(_FencedBlobWrites):
             result.append(Ownership(*group, partition_id, owner_id, last_modified, etag))
         self._fence_reads.saw(prefix, len(result))  # what a listing for the fences would cost
         return result
+
+    async def _learn(self, prefix: str, names: list[str]) -> None:
+        """List the checkpoint blobs under ``prefix``: the etags of ``names``' hands' last writes, where they landed."""
+        try:
+            blobs = await list_sized(self._client, prefix)
+        except (AzureError, OSError) as exc:  # nothing changes: the first writes read the blobs
+            logger.debug("blob store %s: listing the checkpoint blobs of hands failed: %s", self._url, exc)
+            return
+        if blobs is None:
+            return
+        by_hand = {}
+        for name in names:
+            seen, writers = blobs.get(name), self._hand_writers.get(name)
+            if seen is not None and writers is not None and seen.metadata.get(FENCE_KEY) == writers[1] \
+                    and STATE_KEY not in seen.metadata:
+                by_hand[name] = parse_sequence_number(seen.metadata.get("sequencenumber"))
+        for name in self._written_hands.found(names, by_hand):
+            writers = self._hand_writers.get(name)
+            if writers is not None and name not in self._fences:  # (a later fence's own read stands)
+                self._fences[name] = _seen(writers[0], blobs[name].etag, blobs[name].metadata)
 
     @recycling
     async def claim_ownership(self, ownerships: Iterable[Ownership]) -> list[Ownership]:

@@ -299,6 +299,7 @@ class _FencedBlobWrites(_Hands, _Recycling):
                     continue
                 self._fences[name] = _seen(key, written["etag"], metadata)
                 self._hand_writers.pop(name, None)
+                self._written_hands.drop(name)
                 return
         except RxHubsError:
             self._fences.pop(name, None)

@@ -57,6 +57,10 @@ class FenceReads:
         """A listing of ``prefix`` returned ``count`` blobs: what listing it for the fences would cost."""
         self._sizes[prefix] = count
 
+    def size(self, prefix: str) -> int:
+        """How many blobs the last listing of ``prefix`` returned (0: none seen)."""
+        return self._sizes.get(prefix, 0)
+
     async def read(self, client: Any, prefixes: tuple[str, str], own_name: str, name: str
                    ) -> tuple[Seen | None, Seen | None] | None:
         """The ownership blob ``own_name`` and checkpoint blob ``name`` as listed with the other fences' blobs.

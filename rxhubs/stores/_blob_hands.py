@@ -26,10 +26,12 @@ gives its position with ``-`` for the etag, which is not known yet (:meth:`_Hand
 Azurite at 32 partitions that is one turn of a busy queue less between the old owner's last event and the release.
 The recipient starts from the hand's position, with nothing cached for the blob, so its first write reads the blob's
 etag first (the ``HEAD`` a cache miss costs; the blob names the handing period, so the ownership blob is read too:
-it names the recipient). A recipient that did not list the hand reads it from the ownership blob at its fence, and
-takes the later of the blob's position and the hand's (the handing period's last write may land after that read, or
-never: the recipient still starts where the old owner stopped; a write that lands after the recipient's fails on its
-etag, and the handing period writes nothing more).
+it names the recipient), unless a listing of the checkpoint blobs after the hand showed that write landed
+(:mod:`~rxhubs.stores._blob_written_hands`: one listing for many hands, off the first writes' path). A recipient
+that did not list the hand reads it from the ownership blob at its fence, and takes the later of the blob's position
+and the hand's (the handing period's last write may land after that read, or never: the recipient still starts
+where the old owner stopped; a write that lands after the recipient's fails on its etag, and the handing period
+writes nothing more).
 
 **A release carries a hand too, but not the position.** A consumer that releases a partition to no one (it stops,
 or several owners above their targets release rather than deal) drained it and wrote its final checkpoint all the
@@ -54,7 +56,10 @@ from the recipient's last position to the hand's (``rxhubs bench scale --real``,
 
 from __future__ import annotations
 
+import time
+
 from rxhubs._models import Checkpoint, Ownership
+from rxhubs.stores._blob_written_hands import WrittenHands
 from rxhubs.stores._common import normalize_etag, parse_offset, parse_sequence_number
 
 __all__ = ["HANDED_AT_KEY", "HANDED_KEY", "WRITING", "blob_names", "checkpoint_of", "hand_position", "newer",
@@ -101,9 +106,12 @@ class _Hands:
     _hands_used: dict[str, str]
     #: Per ownership blob and version a claim won from a listed release: the released period (see :meth:`_released_by`)
     _releases_claimed: dict[tuple[str, str], str]
+    #: The blobs of ``_hand_writers`` whose etag a listing may show (:mod:`~rxhubs.stores._blob_written_hands`)
+    _written_hands: WrittenHands
 
     def _init_hands(self) -> None:
         self._fences, self._handed, self._hands, self._hands_seen = {}, {}, {}, {}
+        self._written_hands = WrittenHands()
         self._hand_writers, self._hands_used, self._releases_claimed = {}, {}, {}
 
     def note_handover(self, period: Ownership, record: Ownership, final: Checkpoint | None = None) -> None:
@@ -204,6 +212,7 @@ class _Hands:
             self._fences.pop(name, None)  # finds the handing period's key there: its own period follows that one
             if hand_key:
                 self._hand_writers[name] = (period_key(ownership), hand_key)
+                self._written_hands.note(name, checkpoint.sequence_number, now=time.monotonic())
         else:
             self._fences[name] = (period_key(ownership), etag, at)
         return checkpoint
