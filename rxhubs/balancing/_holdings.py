@@ -388,8 +388,9 @@ class Holdings:
         """Plan the looks; while a handover is awaited, have the links it brings prepared (``on_awaiting``)."""
         watched = self._watch.gap if current_stepper() is None else None  # owners watch presence (asyncio)
         self._looks.after_round(self.last_plan, started, self._settle, watched)  # an owner settles a join first
-        self._watch.after_round(self._presence_listed, started=started, now=self._now())  # (_presence_watch)
         plan = self.last_plan
+        self._watch.after_round(self._presence_listed, started=started, now=self._now(),  # (_presence_watch)
+                                planned=plan.owners if plan is not None else ())
         if plan is not None and log.isEnabledFor(logging.DEBUG):  # where a change's intervals go (bench logs)
             log.debug("balancing: round %d took %.2f s (%.2f to its claim, %.2f its claim): %d owners, target %d, own"
                       " %d, claim %d, release %d (%d handed), awaiting %d", self.rounds, self._now() - started,

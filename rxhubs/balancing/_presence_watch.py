@@ -61,6 +61,7 @@ class PresenceWatch:
         self.gap = interval / WATCHES_PER_INTERVAL
         self._expiration = expiration
         self._known: frozenset[str] | None = None
+        self._stale: frozenset[str] = frozenset()  # planned with, presence released (after_round)
         #: When the next watch is due (None: before the first round).
         self.next_at: float | None = None
 
@@ -71,9 +72,24 @@ class PresenceWatch:
             and p.last_modified_time + self._expiration >= now
         )
 
-    def after_round(self, presence: Iterable[Ownership], *, started: float, now: float) -> None:
-        """A round that began at ``started`` planned from ``presence``: watch from a quarter interval after it."""
-        self._known = self._live(presence, now)
+    def after_round(
+        self, presence: Iterable[Ownership], *, started: float, now: float, planned: Iterable[str] = ()
+    ) -> None:
+        """A round that began at ``started`` planned from ``presence``: watch from a quarter interval after it.
+
+        ``planned``: the owners the round planned with. One whose presence record ``presence`` shows released counts
+        as known all the same, once: the round's listing of the records still named it (that listing was answered
+        before the presence listing, and a stopping consumer releases its presence record last), so the round planned
+        with it, and the next watch, which lists its presence record released, runs the round again. Before, a
+        survivor at a stop of four of eight consumers that planned with eight owners from such listings saw no change
+        at its watches and claimed the leavers' partitions an interval later. Once: records that keep naming a
+        stopped consumer (its release lost) do not make every watch run a round until they expire.
+        """
+        presence = list(presence)
+        released = {p.partition_id.lower() for p in presence if not p.owner_id}
+        stale = frozenset(o for o in planned if o.lower() in released and o.lower() != self._owner_id.lower())
+        self._known = self._live(presence, now) | (stale - self._stale)
+        self._stale = stale
         self.next_at = started + self.gap
 
     def differs(self, presence: Iterable[Ownership], now: float) -> bool:

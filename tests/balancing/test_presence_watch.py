@@ -86,3 +86,27 @@ async def test_a_join_and_a_leave_are_answered_at_the_next_watch_not_the_next_ro
     assert "b" not in watched_before(noted.calls, back)  # a watch saw b gone and began the round that took them back
     stops["a"].request()
     await a
+
+
+def test_a_round_planned_with_a_consumer_whose_presence_is_released_runs_again_at_the_next_watch() -> None:
+    """A round's listing of the records still named ``b`` (answered before ``b`` released them), its presence listing
+    showed ``b``'s presence record released (``b`` releases it last): the round planned with ``b``. The next watch
+    lists the same presence records and runs the round again; once: records that keep naming ``b`` (its release
+    lost) do not make every watch run a round. An owner without a presence record (the SDK's processor) never does.
+    Before, the watch compared with the presence listing alone, saw no change, and the survivor of a stop of four
+    consumers of 1,024 partitions claimed the leavers' partitions an interval later (``rxhubs bench scale --real``)."""
+    from rxhubs.balancing._presence_watch import PresenceWatch
+
+    def record(pid: str, owner: str) -> Ownership:
+        return Ownership("ns", "hub", GROUP + "$presence", pid, owner, 100.0, "0x1")
+
+    presence = [record("a", "a"), record("c", "c"), record("b", "")]
+    watch = PresenceWatch("a", interval=4.0, expiration=60.0)
+    watch.after_round(presence, started=100.0, now=101.0, planned=("a", "b", "c", "sdk"))
+    assert watch.differs(presence, 102.0)  # b, planned with, is gone
+    watch.after_round(presence, started=102.0, now=103.0, planned=("a", "b", "c", "sdk"))  # b's records still live
+    assert not watch.differs(presence, 104.0)  # once
+    unplanned = PresenceWatch("a", interval=4.0, expiration=60.0)
+    unplanned.after_round(presence, started=100.0, now=101.0, planned=("a", "c", "sdk"))
+    assert not unplanned.differs(presence, 102.0)
+    assert unplanned.differs([record("a", "a"), record("b", "")], 102.0)  # c left: a change as before
