@@ -145,6 +145,7 @@ class BalancingLoop(RoundInputs):
         self._next_round = 0.0
         self._last_early = float("-inf")
         self._reran = False  # the last round ran at once because the one before lost claims (lost_claims)
+        self._claim_cut: Cut | None = None  # the cut of a steady round's claim in flight
         self._presence_listed: list[Ownership] = []
         self._looks = Looks(settings, resolution)
         self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)
@@ -227,6 +228,8 @@ class BalancingLoop(RoundInputs):
             return
         self._stopping = reason
         self._stopped_at = self._now()
+        if self._claim_cut is not None:  # renewals not sent yet: the wind-down releases those records instead
+            self._claim_cut.event.set()
         for session in list(self.sessions.values()):
             if session.state is SessionState.CLAIMED:
                 session.mark_ready()
@@ -301,9 +304,11 @@ class BalancingLoop(RoundInputs):
             cut = Cut() if steady and len(sent) > CLAIM_CHUNK and current_stepper() is None else None
             watching = None if cut is None else asyncio.ensure_future(  # a join cuts renewals short (_presence_watch)
                 self._watch.during_claim(self.calls, self._now, presence, cut))
+            self._claim_cut = cut  # and so does a stop (stop())
             try:
                 won, read, unanswered = await self._claim_and_read(sent, decision, handed, sent_at, cut)
             finally:  # partitions released beside the claim are not this round's to record (_releases)
+                self._claim_cut = None
                 beside = self._releases.close_window()
                 if watching is not None:
                     watching.cancel()

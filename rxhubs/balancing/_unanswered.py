@@ -40,7 +40,7 @@ def unanswered(
     if len(missed) > cut:
         log.warning("balancing: %d of the round's records were not answered; retrying them", len(missed) - cut)
     if cut:
-        log.debug("balancing: %d renewals cut short (the group changed): the next round sends them", cut)
+        log.debug("balancing: %d renewals cut short (the group changed, or a stop): the next round sends them", cut)
     renewals = {o.partition_id for o in missed_records if o.consumer_group == group}
     kept = {**kept, **{pid: s.record for pid in renewals if (s := sessions.get(pid)) is not None
                        and s.record is not None}}
