@@ -21,19 +21,19 @@ virtual time under ``TestScheduler`` with the in-memory one. :meth:`BalancingLoo
    claim of many records goes out in calls of 32, and records whose call failed are retried next round), then
    ``list_checkpoints`` for the partitions gained (alongside the claim when they were released or expired and
    the store has no fence), each handed to ``listener.on_acquired``;
-2. **between rounds** (:meth:`~BalancingLoop._between_rounds`) it releases partitions as soon as their
-   handover finished (:meth:`ready`; under asyncio also while a round's claim is in flight, when the claim does not
-   carry their records: :mod:`~rxhubs.balancing._releases`), and sleeps until the next round: one interval after
-   the last began, or sooner, right after another consumer's record expires (at most once per half interval), so a
-   crashed consumer's partitions are taken over within half an interval of its expiry. Under asyncio it **watches
-   the presence records** every quarter interval and runs its round at once when a consumer joined or left since
-   its last round (:mod:`~rxhubs.balancing._presence_watch`). While it **awaits a
-   handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release
-   partitions for it) it looks: lists the records and the presence records, from the moment the releasing
-   owner balances next (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 20 ms
-   while the release is imminent and every :func:`~rxhubs.balancing._looks.look_gap` seconds otherwise, and
-   runs the round from the look's listings as soon as a release shows, for at most one ownership expiration
-   per handover (store calls rise only then; when to look is :class:`~rxhubs.balancing._looks.Looks`);
+2. **between rounds** (:meth:`~BalancingLoop._between_rounds`, :mod:`~rxhubs.balancing._between`) it releases
+   partitions as soon as their handover finished (:meth:`ready`; under asyncio also while a round's claim is in
+   flight, when the claim does not carry their records: :mod:`~rxhubs.balancing._releases`), and sleeps until the
+   next round: one interval after the last began, or sooner, right after another consumer's record expires (at most
+   once per half interval), so a crashed consumer's partitions are taken over within half an interval of its expiry.
+   Under asyncio it **watches the presence records** every quarter interval and runs its round at once when a
+   consumer joined or left since its last round (:mod:`~rxhubs.balancing._presence_watch`). While it **awaits a
+   handover** (:attr:`Plan.awaiting <rxhubs.balancing.Plan.awaiting>`: other consumers will release partitions for
+   it) it looks: lists the records and the presence records, from the moment the releasing owner balances next
+   (:attr:`Plan.release_expected <rxhubs.balancing.Plan.release_expected>`), every 20 ms while the release is
+   imminent and every :func:`~rxhubs.balancing._looks.look_gap` seconds otherwise, and runs the round from the
+   look's listings as soon as a release shows, for at most one ownership expiration per handover (store calls rise
+   only then; when to look is :class:`~rxhubs.balancing._looks.Looks`);
 3. once stopped (:meth:`stop`), the **wind-down** (:meth:`~BalancingLoop._wind_down`) keeps renewing the
    partitions still draining, then releases them all, with the presence record, in one call.
 
@@ -57,14 +57,14 @@ from rxhubs._retry import Backoff
 from rxhubs._rx import Signal, from_coroutine
 from rxhubs._rx._driver import current_stepper
 from rxhubs._siblings import take_start_gate
+from rxhubs.balancing._between import BetweenRounds
 from rxhubs.balancing._listener import LoopListener, RevokeReason
-from rxhubs.balancing._looks import SAME_INSTANT, Looks
+from rxhubs.balancing._looks import Looks
 from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
 from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, fresh_renewals, lost_claims, releases_of
 from rxhubs.balancing._releases import Releases
 from rxhubs.balancing._renewals import handing_over, spread_renewals
-from rxhubs.balancing._round_inputs import RoundInputs
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import CLAIM_CHUNK, Cut, StoreCalls
@@ -76,7 +76,7 @@ __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
-class BalancingLoop(RoundInputs):
+class BalancingLoop(BetweenRounds):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
     Args:
@@ -358,56 +358,6 @@ class BalancingLoop(RoundInputs):
         self.listener.on_error(operation, error)
         self._expire()
         self._next_round = self._now() + delay
-
-    async def _between_rounds(self) -> None:
-        """Release what became ready; sleep until the next round is due (or the loop is stopped).
-
-        While awaiting a handover, look at the records every :func:`~rxhubs.balancing._looks.look_gap` seconds
-        meanwhile, and return (run the round now) as soon as a partition this consumer would claim was released.
-        """
-        try:
-            while self._stopping is None:
-                in_flight = self._releases.in_flight
-                if not self._release_failed and any(
-                    s.ready and pid not in in_flight for pid, s in self.sessions.items()
-                ):
-                    await self._release_ready()
-                    continue
-                now = self._now()
-                remaining = self._next_round - now
-                if remaining < SAME_INSTANT:  # due: a shorter wait would not advance a virtual clock
-                    return
-                look = self._looks.due(now)
-                watch = self._watch.next_at if look is None and current_stepper() is None else None
-                if look is not None and look < self._next_round:
-                    if look - now < SAME_INSTANT:
-                        if await self._handed_over():
-                            return
-                        continue
-                    remaining = look - now
-                elif watch is not None and watch < self._next_round:  # the group changed: round now (_presence_watch)
-                    if watch - now < SAME_INSTANT:
-                        if await self._watch.changed(self.calls, self._now):
-                            return
-                        continue
-                    remaining = watch - now
-                self._wake.clear()
-                await self._wake.wait(remaining)
-        finally:  # the round (or the wind-down) starts from answered releases (_releases)
-            await self._releases.landed()
-
-    async def _release_ready(self) -> None:
-        """Release the partitions ready for it: at once under asyncio, beside those in flight (_releases)."""
-        releases = releases_of(self.sessions.values(), self.store, skip=self._releases.in_flight)
-        if current_stepper() is not None:
-            await self._releases.run(releases)
-        else:
-            self._releases.send(releases)
-
-    def _release_failed_with(self, releases: list[Ownership], exc: Exception) -> None:
-        log.warning("balancing: releasing %d partitions failed (%s); retrying next round", len(releases), exc)
-        self.listener.on_error("release", exc)
-        self._release_failed = True
 
     def _crashed(self, error: Exception) -> None:
         log.error("balancing: the loop failed: %r", error)

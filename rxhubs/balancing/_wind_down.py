@@ -24,7 +24,7 @@ from rxhubs._models import Ownership
 from rxhubs._retry import Backoff
 from rxhubs._rx import sleep
 from rxhubs._rx._driver import current_stepper
-from rxhubs.balancing._holdings import Holdings
+from rxhubs.balancing._gains import Gains
 from rxhubs.balancing._listener import RevokeReason
 from rxhubs.balancing._records import presence_etag, releases_of, split_won
 from rxhubs.balancing._store_calls import CLAIM_CHUNK
@@ -37,7 +37,7 @@ log = logging.getLogger("rxhubs.balancing")
 _FINAL_ATTEMPTS = 4
 
 
-class WindDown(Holdings):
+class WindDown(Gains):
     """The stop of :class:`~rxhubs.balancing._loop.BalancingLoop`: its last renewals and its final release."""
 
     retry: Backoff
