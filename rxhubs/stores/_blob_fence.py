@@ -18,7 +18,10 @@ fence is on the **checkpoint blob's etag**:
   the ownership blob. The window left: a former owner that never wrote a checkpoint for the partition,
   paused between that check and its upload, creates the blob once; the new owner's first write then finds
   its key, checks the ownership blob and overwrites it. The checkpoint may so show the former owner's
-  position until the new owner's first write (nothing is lost: the new owner reads from its own start).
+  position until the new owner's first write (nothing is lost: the new owner reads from its own start). The
+  final write of a period that handed the partition over (the one its store still allows) creates the blob
+  without that check: the ownership blob names the recipient by then, and the hand gave the recipient that very
+  position, which the blob must keep if the recipient passes the partition on before writing.
 
 The etag each period last saw is cached per checkpoint blob; a miss costs one read (a ``HEAD``).
 
@@ -281,7 +284,11 @@ class _FencedBlobWrites(_Hands, _Recycling):
                             checked = True
                         etag = str(normalize_etag(props.etag))
                 if etag == _ABSENT:
-                    if not checked:  # the first checkpoint of the partition: nothing was stamped
+                    # the first checkpoint of the partition: nothing was stamped, so the ownership blob decides; but
+                    # not for the final write of a period that handed the partition over (the one write it allows):
+                    # the blob names the recipient by then, and that write must land (see _Hands: the recipient may
+                    # pass the partition on before it writes, and its next owner reads the blob)
+                    if not checked and key not in self._handed:
                         await self._check_owner(own_name, ownership, None)
                         checked = True
                     written = await self._create_only(blob, metadata, state or b"")

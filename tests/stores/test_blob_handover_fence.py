@@ -398,3 +398,34 @@ async def test_a_recipient_that_hands_on_before_its_first_write_still_writes_whe
         assert cp.sequence_number == 9
         props = await store_b._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower()).get_blob_properties()
         assert props.metadata[FENCE_KEY].endswith(" b")
+
+
+@pytest.mark.parametrize("recipient_wrote", [False, True], ids=["recipient not written yet", "recipient wrote first"])
+async def test_a_final_write_that_creates_the_checkpoint_blob_lands_after_the_hand(
+    azurite: Any, blob_container: str, recipient_wrote: bool
+) -> None:
+    """``a`` never checkpointed partition 0 (no blob yet); it hands it to ``b`` with its final write of 9 in flight,
+    and the hand lands first. That write creates the blob: the ownership blob names ``b`` by then, and the write is
+    the one the hand allows, so it is not checked against the ownership blob (the check refused it, and the blob
+    stayed absent: when ``b`` passed the partition on before starting it, as a consumer handed one too many does,
+    the next owner started from the beginning; ``rxhubs bench scale --real``, 18 partitions, 10 events each read
+    twice). If ``b`` created the blob first, ``a``'s write is refused as any write after the recipient's."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b:
+        [a] = await store_a.claim_ownership([own("a")])
+        assert await store_a.fence(a) is None  # no checkpoint yet
+        hand = own("b", etag=a.etag)
+        store_a.note_handover(a, hand, final=at("0", 9))
+        [b] = await store_a.claim_ownership([hand])  # the hand lands before the final write
+        await store_b.list_ownership(NS, HUB, CG)
+        assert await store_b.fence(b) == at("0", 9)
+        if recipient_wrote:
+            await store_b.update_checkpoint_fenced(at("0", 12), b)
+            with pytest.raises(OwnershipLostError):
+                await store_a.update_checkpoint_fenced(at("0", 9), a)
+        else:
+            await store_a.update_checkpoint_fenced(at("0", 9), a)
+        [cp] = await store_b.list_checkpoints(NS, HUB, CG)
+        assert cp.sequence_number == (12 if recipient_wrote else 9)
+        with pytest.raises(OwnershipLostError):  # any other write of a's period is still refused
+            await store_a.update_checkpoint_fenced(at("0", 10), a)
