@@ -144,8 +144,10 @@ class _FencedBlobWrites(_Hands, _Recycling):
         released = self._released_by(own_name, ownership)
         try:
             own, reads = await self._first_reads(ownership, own_name, name, read, claimed_from_release=bool(released))
-            # a release this store listed names the period, not the position
-            handed_by, hand = own.get(HANDED_KEY) or released, own.get(HANDED_AT_KEY)
+            # a release this store listed names the period, and its position counts only over a blob that period wrote
+            # last, or none (a blob rewritten while the record lay released is read: see the module)
+            handed_by, hand = own.get(HANDED_KEY) or (released or ("", ""))[0], own.get(HANDED_AT_KEY)
+            hand = hand or (released[1] if released else None)
             if handed_by:
                 self._used_hand(own_name, handed_by)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
@@ -162,6 +164,8 @@ class _FencedBlobWrites(_Hands, _Recycling):
                     return handed, None
                 props, body = first
                 metadata = _metadata(props)
+                if released and metadata.get(FENCE_KEY) != handed_by:
+                    handed = None
                 checkpoint = checkpoint_of(ownership, metadata)
                 if checkpoint is None:  # malformed: nothing valid to stamp; the first write checks the owner
                     self._fences.pop(name, None)

@@ -33,17 +33,21 @@ and the hand's (the handing period's last write may land after that read, or nev
 where the old owner stopped; a write that lands after the recipient's fails on its etag, and the handing period
 writes nothing more).
 
-**A release carries a hand too, but not the position.** A consumer that releases a partition to no one (it stops,
-or several owners above their targets release rather than deal) drained it and wrote its final checkpoint all the
-same, so the released record names its period as a hand to a recipient does. Whoever claims the partition from the
-version its listing showed with that hand (the claim's compare-and-swap proves the record was not written in
-between, and stands for the fence's ownership check) still reads the checkpoint blob at its fence (one ``HEAD``),
-and stamps it only if another period wrote it last. A released record may lie unclaimed for days, and a checkpoint
-blob written meanwhile by a person or a tool that claims nothing must be read, not overruled by a position from before
-(``tests/faults/test_corrupt_records.py``); ``rxhubs checkpoints reset`` claims the records it resets, which
-overwrites the hand. At a stop of four of eight consumers of 1,024 partitions that is 512 stamps and 512 reads of
-ownership blobs fewer on the survivors' claims (``rxhubs bench scale --real``). A claimant that did not list the
-hand fences as before: its claim overwrote the record, hand and all.
+**A release carries a hand too; its position counts only over its own period's blob.** A consumer that releases a
+partition to no one (it stops, or several owners above their targets release rather than deal) drained it and wrote
+its final checkpoint all the same, so the released record names its period as a hand to a recipient does. Whoever
+claims the partition from the version its listing showed with that hand (the claim's compare-and-swap proves the
+record was not written in between, and stands for the fence's ownership check) still reads the checkpoint blob at its
+fence (one ``HEAD``), and stamps it only if another period wrote it last. A released record may lie unclaimed for
+days, and a checkpoint blob written meanwhile by a person or a tool that claims nothing must be read, not overruled by
+a position from before (``tests/faults/test_corrupt_records.py``): the release's position counts only when the blob
+is absent or was written last by the period the release names. ``rxhubs checkpoints reset`` claims the records it
+resets, which overwrites the hand. At a stop of four of eight consumers of 1,024 partitions that is 512 stamps and 512
+reads of ownership blobs fewer on the survivors' claims (``rxhubs bench scale --real``). A claimant that did not list
+the hand fences as before: its claim overwrote the record, hand and all. A consumer that releases a record handed to
+it before it began a period on it (dealt one too many while another consumer was still starting) passes the hand it
+listed on with the release (:meth:`_Hands._ownership_metadata`): when the handing period's last write has not landed,
+the next owner still starts where that period stopped.
 
 **That last write is refused once anyone else wrote the blob**, without the ownership check another period's key
 makes a write do. It may wait long for its turn (85 s behind a handover's 896 final writes on a loaded Azurite), and
@@ -104,8 +108,9 @@ class _Hands:
     #: Per ownership blob, the handing period of the last hand a fence of this store began from (each is used once: a
     #: later listing that shows the same hand, before the recipient's renewal rewrites the blob, is not kept again)
     _hands_used: dict[str, str]
-    #: Per ownership blob and version a claim won from a listed release: the released period (see :meth:`_released_by`)
-    _releases_claimed: dict[tuple[str, str], str]
+    #: Per ownership blob and version a claim won from a listed release: the released period and its position, if the
+    #: release gave one (see :meth:`_released_by`)
+    _releases_claimed: dict[tuple[str, str], tuple[str, str]]
     #: The blobs of ``_hand_writers`` whose etag a listing may show (:mod:`~rxhubs.stores._blob_written_hands`)
     _written_hands: WrittenHands
 
@@ -154,6 +159,10 @@ class _Hands:
         """
         metadata = {"ownerid": claim.owner_id}
         hand = self._hands.pop((blob_names(claim)[0], normalize_etag(claim.etag)), None)
+        if hand is None and not claim.owner_id:  # a release of a record handed to this store's consumer, not begun
+            seen = self._hands_seen.get((blob_names(claim)[0].lower(), str(normalize_etag(claim.etag))))
+            if seen is not None and seen[2] and seen[1]:  # (a hand to a recipient): it goes on with the release
+                hand = (seen[1], seen[0])
         if hand is not None:
             metadata[HANDED_KEY] = hand[0]
             if hand[1]:
@@ -200,7 +209,7 @@ class _Hands:
         at, hand_key, recipient = seen
         self._used_hand(own_name, hand_key)
         if not recipient:  # a release: its hand names the period, the fence reads the blob (see the module)
-            self._releases_claimed[version] = hand_key
+            self._releases_claimed[version] = (hand_key, at)
             while len(self._releases_claimed) > _HANDED_KEPT:
                 del self._releases_claimed[next(iter(self._releases_claimed))]
             return None
@@ -217,8 +226,11 @@ class _Hands:
             self._fences[name] = (period_key(ownership), etag, at)
         return checkpoint
 
-    def _released_by(self, own_name: str, ownership: Ownership) -> str | None:
-        """The period that released the record ``ownership`` was claimed from, if this store listed its hand."""
+    def _released_by(self, own_name: str, ownership: Ownership) -> tuple[str, str] | None:
+        """The period that released the record ``ownership`` was claimed from, if this store listed its hand.
+
+        With the position the release gave (``""``: none).
+        """
         return self._releases_claimed.pop((own_name, str(normalize_etag(ownership.etag))), None)
 
 

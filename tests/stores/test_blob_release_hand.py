@@ -139,3 +139,31 @@ async def test_a_survivor_takes_a_stopped_consumers_partitions_from_its_hands(
         assert by_b[0] == max(by_a) + 1, (pid, max(by_a), by_b[:3])  # right after a's last event
     everything = sorted(a.processed + b.processed)
     assert len(everything) == len(set(everything))
+
+
+@pytest.mark.parametrize("blob", ["absent", "rewritten"])
+async def test_a_hand_passed_on_unstarted_keeps_its_position(azurite: Any, blob_container: str, blob: str) -> None:
+    """``a`` hands partition 0 to ``b`` with its final write of 9 in flight (it never lands here, as a write that timed
+    out); ``b``, dealt one too many, releases it before starting it. The release carries ``a``'s hand on: ``c``,
+    claiming from it, starts after 9 (before: the release named no one, the blob was absent, and ``c`` read the
+    partition from the beginning; ``rxhubs bench scale --real`` under load, 18 partitions). A checkpoint written
+    while the record lay released (``rewritten``: a tool, no fence key) is read instead, as for any release."""
+    async with BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_a, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_b, \
+            BlobCheckpointStore.from_connection_string(azurite.connection_string, blob_container) as store_c:
+        [a] = await store_a.claim_ownership([own("a")])
+        await store_a.fence(a)
+        hand = own("b", etag=a.etag)
+        store_a.note_handover(a, hand, final=at("0", 9))
+        [b] = await store_a.claim_ownership([hand])
+        await store_b.list_ownership(NS, HUB, CG)  # b sees the hand, and never starts the partition
+        [released] = await store_b.claim_ownership([own("", etag=b.etag)])
+        props = await store_b._blob(f"{NS}/{HUB}/{CG}/ownership/0".lower()).get_blob_properties()
+        assert props.metadata.get(HANDED_KEY, "").endswith(" a"), props.metadata  # a's hand, passed on
+        if blob == "rewritten":
+            blob_client = store_c._blob(f"{NS}/{HUB}/{CG}/checkpoint/0".lower())
+            await blob_client.upload_blob(b"", metadata={"offset": "40", "sequencenumber": "4"})
+        await store_c.list_ownership(NS, HUB, CG)
+        [c] = await store_c.claim_ownership([own("c", etag=released.etag)])
+        start = await store_c.fence(c)
+        assert start == (at("0", 9) if blob == "absent" else at("0", 4)), start
