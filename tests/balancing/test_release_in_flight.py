@@ -84,14 +84,15 @@ def four_partitions() -> InMemoryEventHub:
     return hub
 
 
-def start(hub: InMemoryEventHub, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown) -> asyncio.Task[int]:
+def start(hub: InMemoryEventHub, owner: str, store: CheckpointStore, stop: rxhubs.Shutdown,
+          **options: Any) -> asyncio.Task[int]:
     """Consumer ``owner`` under asyncio, checkpointing once an hour: after each partition's first write, only the
-    handover's flushes write."""
+    handover's flushes write. ``options`` override :data:`FAST`."""
 
     async def work(batch: EventBatch) -> None:
         pass
 
-    pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **FAST).pipe(
+    pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **{**FAST, **options}).pipe(
         hops.process(work), hops.checkpoint(store, max_interval=3600.0)
     )
     return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stop, grace=10.0, signals=()))
