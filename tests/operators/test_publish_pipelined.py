@@ -80,7 +80,9 @@ async def test_partitions_send_together_natively_each_in_order_and_acked_before_
 
         store = CheckedStore(watched)  # type: ignore[arg-type]  # (it reads .acked)
         operator = hops.publish(target, properties=lambda e: {"src": f"{partition_of.pop(id(e))}:{e.sequence_number}"})
-        pipeline = rxhubs.consume(source, "$Default", store, max_batch_size=10, **FAST).pipe(
+        # (a 30 s expiration: under the full suite's load the 3 s one expired partitions mid-test, not what it guards)
+        pipeline = rxhubs.consume(source, "$Default", store, max_batch_size=10,
+                                  **{**FAST, "ownership_expiration": 30.0}).pipe(
             ops.map(remember), operator,
             hops.checkpoint(store, max_interval=0.2),
         )
