@@ -146,8 +146,8 @@ class _FencedBlobWrites(_Hands, _Recycling):
             own, reads = await self._first_reads(ownership, own_name, name, read, claimed_from_release=bool(released))
             # a release this store listed names the period, and its position counts only over a blob that period wrote
             # last, or none (a blob rewritten while the record lay released is read: see the module)
-            handed_by, hand = own.get(HANDED_KEY) or (released or ("", ""))[0], own.get(HANDED_AT_KEY)
-            hand = hand or (released[1] if released else None)
+            released_by, released_at = released or ("", "")
+            handed_by, hand = own.get(HANDED_KEY) or released_by, own.get(HANDED_AT_KEY) or released_at or None
             if handed_by:
                 self._used_hand(own_name, handed_by)
             first: tuple[Any, bytes] | ResourceModifiedError | None = reads[1]
