@@ -180,29 +180,34 @@ class AzurePartitionReceiver(ReceiverBase):
         return out
 
     async def _open(self) -> None:
-        """Start the SDK task; only :meth:`Position.latest` makes the first pull wait for the service.
+        """Start the SDK task after the partition's id is checked (cached per hub: an unknown one fails this pull).
+
+        Of the positions, only :meth:`Position.latest` makes the first pull wait for the service.
 
         "Latest" must mean "after the events present when the receiver opened", but the SDK attaches its link
         (and so evaluates ``@latest``) about a second later, after a first pull may have returned and more
         events arrived. So the first pull fixes it as the partition's last enqueued sequence number.
         """
-        if self._start.kind == "latest":
-            try:
-                props = await self._hub.get_partition_properties(self._context.partition_id)
-            except RxHubsError as exc:
-                self._error = exc  # sticky, like every receive error: open a new receiver
-                raise
-            self._start = Position.from_sequence_number(props.last_enqueued_sequence_number)
-            self._position = self._start
-            self.high_water = high_water_of(self._start)
         c = self._context
+        try:
+            # An unknown partition fails the first pull itself, however long the service takes to say so
+            # (the hub caches the ids: one management call per hub, shared by receivers opening together).
+            await self._hub._check_partition(c.partition_id)
+            if self._start.kind == "latest":
+                props = await self._hub.get_partition_properties(c.partition_id)
+                self._start = Position.from_sequence_number(props.last_enqueued_sequence_number)
+                self._position = self._start
+                self.high_water = high_water_of(self._start)
+        except RxHubsError as exc:
+            self._error = exc  # sticky, like every receive error: open a new receiver
+            raise
+        self._check_open()  # closed while the service answered: no SDK task to start
         self._task = asyncio.create_task(self._run(), name=f"rxhubs-receive-{c.eventhub_name}-{c.partition_id}")
 
     async def _run(self) -> None:
         try:
-            # Unknown partitions fail here (the hub caches the ids); unknown consumer groups when the link
-            # attaches. Both wake the waiting pull through _fail.
-            await self._hub._check_partition(self._context.partition_id)
+            # Unknown partitions failed the first pull (_open); unknown consumer groups fail when the link
+            # attaches, waking the waiting pull through _fail.
             client = self._client = self._hub._new_consumer_client(self._context.consumer_group)
             position, inclusive = sdk_position(self._start)
             c, liveness = self._context, self._hub._liveness
