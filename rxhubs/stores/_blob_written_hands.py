@@ -8,12 +8,12 @@ sent 128 ``HEAD`` requests beside its 128 final writes, on the stop's critical p
 Azurite's one thread before any of them released a partition.
 
 So the store learns those etags off that path: a listing of the consumer group's ownership blobs (a round's) made
-once :data:`SETTLE` seconds (an interval) have passed since such hands were taken, while they are still unwritten,
-also lists the group's checkpoint blobs (the two requests go out together). A blob that names the handing period and
-holds the position the hand gave is at the etag of that last write: the period's first write is ``If-Match`` it, as
-after any hand that carried its etag (a write in between makes it fail and be examined as the fence's writes are). A
-blob that shows anything else is left to the ``HEAD``. Each hand is looked for in at most :data:`TRIES` listings,
-and the listing is made only when the hands waiting are at least one in
+once :data:`SETTLE` seconds (half the default interval) have passed since such hands were taken, while they are
+still unwritten, also lists the group's checkpoint blobs (the two requests go out together). A blob that names the
+handing period and holds the position the hand gave is at the etag of that last write: the period's first write is
+``If-Match`` it, as after any hand that carried its etag (a write in between makes it fail and be examined as the
+fence's writes are). A blob that shows anything else is left to the ``HEAD``. Each hand is looked for in at most
+:data:`TRIES` listings, and the listing is made only when the hands waiting are at least one in
 :data:`~rxhubs.stores._blob_fence_reads.LISTED_PER_READ` of the blobs listed (a listing of 1,024 blobs costs Azurite
 about what 100 ``HEAD`` requests cost). A failed listing changes nothing: the writes read as before.
 
@@ -34,10 +34,13 @@ from rxhubs.stores._blob_fence_reads import BATCH, LISTED_PER_READ
 
 __all__ = ["SETTLE", "TRIES", "WrittenHands"]
 
-#: Seconds after a hand is taken before a listing looks for its last write: the default load-balancing interval, so
-#: that the listing comes after the change that brought the hand (a handover of 896 partitions at once had its final
-#: writes answered within 4 s on Azurite, and seven newcomers listing 1,024 blobs each meanwhile slowed its tail).
-SETTLE = 10.0
+#: Seconds after a hand is taken (its period began) before a listing looks for its last write. The hand's write was
+#: sent before the hand itself, so by then it has been in flight for longer (a handover of 896 partitions at once had
+#: its final writes answered within 4 s on Azurite). It was an interval (10 s): a consumer handed 128 partitions of
+#: 1,024 whose periods began 10 s after the hands (starting 128 partitions beside seven other consumers on two
+#: cores) was stopped two intervals after it joined; its one round between found the hands 8-9.8 s old, listed
+#: nothing, and its stop sent 128 ``HEAD`` requests before its final writes (``rxhubs bench scale --real``).
+SETTLE = 5.0
 #: Listings a hand is looked for in before its period's first write is left to read the blob.
 TRIES = 2
 

@@ -114,3 +114,15 @@ async def test_a_write_between_the_listing_and_the_first_write_is_examined(
         await store_b.update_checkpoint_fenced(at("0", 12), records[0])
         props = await blob.get_blob_properties()
         assert (props.metadata["sequencenumber"], props.metadata[FENCE_KEY].split(" ")[1]) == ("12", "b")
+
+
+def test_a_round_within_an_interval_of_the_periods_looks_for_their_hands() -> None:
+    # A consumer handed 128 of 1,024 partitions whose periods began over 2.6 s, 10 s after the hands (starting them
+    # beside seven other consumers); its one round before it was stopped listed 7.2-9.8 s after those periods began.
+    # That listing looks for all 128 (with an interval's wait it looked for none, and the stop read 128 blobs).
+    hands = _blob_written_hands.WrittenHands()
+    prefix = "ns/hub/g/checkpoint/"
+    for pid in range(128):
+        hands.note(f"{prefix}{pid}", 9, now=100.0 + pid * 2.6 / 128)
+    assert len(hands.due(prefix, now=109.8, listed=1024)) == 128
+    assert hands.due(prefix, now=101.0, listed=1024) == []  # too soon: the hands' writes may still be in flight
