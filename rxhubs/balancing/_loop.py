@@ -147,6 +147,7 @@ class BalancingLoop(BetweenRounds):
         self._reran = False  # the last round ran at once because the one before lost claims (lost_claims)
         self._claim_cut: Cut | None = None  # the cut of a steady round's claim in flight
         self._presence_listed: list[Ownership] = []
+        self._records_listed: list[Ownership] = []
         self._looks = Looks(settings, resolution)
         self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)
         #: The records and presence records of the look that saw a release: the round it triggers plans from them.
@@ -274,9 +275,10 @@ class BalancingLoop(BetweenRounds):
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             decision, presence = await self._plan_settled(records, presence, ids)
-            self._presence_listed = presence
+            self._presence_listed, self._records_listed = presence, records
             handed = self._handed_to_me(decision)
-            releases = releases_of(self.sessions.values(), self.store)
+            # once stopping, the wind-down deals what is ready to the consumers that stay (_dealing), not this round
+            releases = releases_of(self.sessions.values(), self.store) if self._stopping is None else []
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             # renewals count from when the claim is sent (the store stamps them no earlier), not from the start of
