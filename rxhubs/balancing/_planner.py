@@ -13,7 +13,9 @@ The rules
   a record, with a released record (``owner_id == ""``) or with an expired one is **claimable**.
 * The **active owners** are the owners of live records, the owners of live presence records, and this
   consumer, but those **leaving**: a consumer that stops writes a leaving record, and hands its partitions to
-  the others (:mod:`rxhubs.balancing._dealing`); its records are neither claimable nor stolen meanwhile. With
+  the others (:mod:`rxhubs.balancing._dealing`); its records are neither claimable nor stolen meanwhile (nor
+  those of a consumer whose presence record is released: a listing of the records from before its last
+  writes). With
   ``P`` partitions and ``N`` active owners, each owner's **target** is ``P // N`` (the floor) or ``P // N + 1``
   (the ceiling): the ``P % N`` owners that get the ceiling are those already holding at least the ceiling, then
   the others by owner id. The ranking does not move while owners claim up to their
@@ -303,7 +305,10 @@ def plan(
         else:
             claimable.append(pid)
     cooperating = {p.owner_id for p in presence if live(p)}
-    leaving = leaving_owners(presence, now, expiration) - {owner_id}  # stopping: handing theirs out (_dealing)
+    # stopping, handing theirs out (_dealing); or stopped, their presence record released while a records listing
+    # answered before their last writes still names them
+    leaving = (leaving_owners(presence, now, expiration) | {p.partition_id for p in presence if not p.owner_id}
+               ) - {owner_id}
     expiries = [
         r.last_modified_time + expiration
         for r in [*(records[pid] for pid in ids if pid in records), *presence]

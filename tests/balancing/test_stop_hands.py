@@ -141,3 +141,10 @@ def test_a_consumer_handed_a_leavers_partitions_before_it_left_keeps_them() -> N
                 rec("b$leaving", "b", GROUP + "$presence")]
     decided = plan(records, [str(p) for p in range(8)], "a", 101.0, presence=presence, group=("ns", "hub", GROUP))
     assert (decided.owners, decided.target, decided.release, decided.claim, decided.steal) == (("a",), 8, (), (), ())
+    # b has gone since: its presence and leaving records released, but a's records listing, answered before b's last
+    # hands landed, still shows it holding 4 and 5 (in a run at 1,024 partitions a survivor released 36 partitions
+    # this way and claimed them back a round later)
+    gone = [rec("a", "a", GROUP + "$presence"), rec("b", "", GROUP + "$presence"),
+            rec("b$leaving", "", GROUP + "$presence")]
+    decided = plan(records, [str(p) for p in range(8)], "a", 101.0, presence=gone, group=("ns", "hub", GROUP))
+    assert (decided.owners, decided.target, decided.release, decided.claim, decided.steal) == (("a",), 8, (), (), ())
