@@ -76,6 +76,14 @@ __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
+def _running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class BalancingLoop(BetweenRounds):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
@@ -148,6 +156,7 @@ class BalancingLoop(BetweenRounds):
         self._claim_cut: Cut | None = None  # the cut of a steady round's claim in flight
         self._presence_listed: list[Ownership] = []
         self._records_listed: list[Ownership] = []
+        self._announced: asyncio.Future[list[Ownership]] | None = None
         self._looks = Looks(settings, resolution)
         self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)
         #: The records and presence records of the look that saw a release: the round it triggers plans from them.
@@ -229,6 +238,8 @@ class BalancingLoop(BetweenRounds):
             return
         self._stopping = reason
         self._stopped_at = self._now()
+        if current_stepper() is None and self._task is not None and _running_loop():  # the leaving record goes
+            self._announced = asyncio.ensure_future(self._announce_leaving())  # before the drains' final writes
         if self._claim_cut is not None:  # renewals not sent yet: the wind-down releases those records instead
             self._claim_cut.event.set()
         for session in list(self.sessions.values()):

@@ -54,11 +54,14 @@ class WindDown(Gains):
     fatal: Exception | None
     _stopped_at: float
     _stopping: RevokeReason | None
+    #: The leaving record's write, sent by ``stop()`` itself under asyncio (ahead of the drains' final writes)
+    _announced: asyncio.Future[list[Ownership]] | None
     partition_ids: tuple[str, ...] | None
 
     async def _wind_down(self) -> None:
         """Keep renewing what is still draining; then hand or release everything, and the presence record, at once."""
-        leaving = await self._announce_leaving()
+        announced, self._announced = self._announced, None  # (sent by stop() under asyncio: _loop)
+        leaving = await (announced if announced is not None else self._announce_leaving())
         next_renewal = self._stopped_at + self.settings.load_balancing_interval
         while any(not s.ready for s in self.sessions.values()):
             remaining = next_renewal - self._now()

@@ -148,3 +148,45 @@ def test_a_consumer_handed_a_leavers_partitions_before_it_left_keeps_them() -> N
             rec("b$leaving", "", GROUP + "$presence")]
     decided = plan(records, [str(p) for p in range(8)], "a", 101.0, presence=gone, group=("ns", "hub", GROUP))
     assert (decided.owners, decided.target, decided.release, decided.claim, decided.steal) == (("a",), 8, (), (), ())
+
+
+class HeldRound(Writes):
+    """Holds, once armed, the next claim call that carries a record of the group (a round's renewals)."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.held = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        if self.armed and any(o.consumer_group == GROUP for o in claims):
+            self.armed = False
+            self.held.set()
+            await self.answer.wait()
+        return await super().claim_ownership(claims)
+
+
+async def test_the_leaving_record_goes_out_when_the_stop_begins_not_after_the_round_in_flight() -> None:
+    # Four leavers of 1,024 partitions: one whose wind-down began after its round's claim, and after its drains' final
+    # writes had crowded Azurite, had its leaving record written 2 s after two others listed who stays: they handed
+    # it 50 partitions, which it released on its way out, for the survivors to claim a round later (bench scale --real).
+    hub = InMemoryEventHub(partition_count=PARTITIONS)
+    inner = InMemoryCheckpointStore()
+    held = HeldRound(inner)
+    stores = {"a": Writes(inner), "c": held}
+    stops = {name: rxhubs.Shutdown() for name in "ac"}
+    read: list[tuple[str, str, int]] = []
+    tasks = {name: start(hub, name, stores[name], stops[name], read) for name in "ac"}
+    await balanced(hub, inner, "ac", read)
+    held.armed = True
+    await held.held.wait()  # c's round is claiming
+    stops["c"].request()
+    await until(lambda: any(o.partition_id == "c$leaving" and o.owner_id == "c" for o in presence(hub, inner)))
+    assert not held.answer.is_set()  # written while the round's claim is still unanswered
+    held.answer.set()
+    await tasks["c"]
+    await balanced(hub, inner, "a", read)
+    stops["a"].request()
+    await tasks["a"]

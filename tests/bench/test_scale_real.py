@@ -36,6 +36,8 @@ def test_real_processes_join_and_leave_without_loss_or_double_owners(tmp_path: P
         assert figures[change]["rxhubs"] >= 0, f"{change}: the group never settled"  # -1: not within 30 intervals
         # from the change to the last write that moved a partition, which a listing saw converged after it
         assert 0 <= figures[change]["rxhubs"] <= figures[change]["seen_converged"], figures[change]
+        churn = figures[change]["moved_after_seen"]  # moves after it settled, before the next change (reported)
+        assert isinstance(churn, int) and churn >= 0 and (churn == 0 or not figures[change]["met"]), figures[change]
     lost = figures["events_lost"]
     assert lost["rxhubs"] == 0 and lost["processed"] >= lost["sent"] > 0, lost
     assert figures["owned_twice"]["rxhubs"] >= 0 and "changes" in figures["owned_twice"]
