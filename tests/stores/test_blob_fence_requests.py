@@ -24,6 +24,7 @@ class Trace:
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
+        self.written: list[str] = []  # the path of each PUT request's blob, in order
 
     @staticmethod
     def _kind(url: str) -> str:
@@ -32,6 +33,8 @@ class Trace:
     def request(self, request: Any) -> None:
         http = request.http_request
         self.events.append(("request", http.method, self._kind(str(http.url))))
+        if http.method == "PUT":
+            self.written.append(str(http.url).split("?")[0])
 
     def response(self, response: Any) -> None:
         http = response.http_request

@@ -123,7 +123,9 @@ async def test_a_survivor_takes_a_stopped_consumers_partitions_from_its_hands(
     await a.close()
     await until(lambda: len(b.partitions()) == 4)
     taken = b.partitions() - first
-    assert checkpoint_writes(trace) == [], trace.events  # the releases named a's periods: nothing to stamp
+    # the releases named a's periods: nothing to stamp on the partitions b took (its own may be checkpointed meanwhile)
+    stamps = [u for u in trace.written if any(u.endswith(f"/checkpoint/{pid}") for pid in taken)]
+    assert stamps == [], (stamps, trace.events)
     for pid in sorted(taken):
         blob = stores[1]._blob(
             f"{hub.fully_qualified_namespace}/{hub.eventhub_name}/{PATH_GROUP}/checkpoint/{pid}".lower())
