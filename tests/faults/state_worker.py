@@ -168,7 +168,10 @@ async def amain(owner: str, out: TextIO) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # timestamped, with the balancing's INFO (claims, hands): a wrong cell can be traced to the owners of its partition
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(created).3f %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rxhubs.balancing").setLevel(logging.INFO)
     logging.getLogger("rxhubs.operators").setLevel(logging.INFO)  # "restored N keys" when a new owner restores
     owner, out = sys.argv[1], sys.argv[2]
     with open(out, "a", buffering=1) as sink:

@@ -90,8 +90,14 @@ def _run(
     print(f"{mode}: {truth.events} events, {len(truth.flagged_late)} injected late, kills {fleet.kills}, "
           f"stops {fleet.stops}, handovers {fleet.handovers()}: {report['cells']} cells, wrong {report['wrong']}, "
           f"missing {report['missing']}, extra {report['extra']}, late reported {len(late)}, "
-          f"cells emitted again {again}, with another value {len(conflicts)}, restores {fleet.restores()}")
+          f"cells emitted again {again}, with another value {len(conflicts)}, restores {fleet.restores()}; "
+          f"examples {report['examples']}, partitions {_partitions_of(truth, report)}")
     return truth, report, fleet
+
+
+def _partitions_of(truth: Truth, report: dict[str, Any]) -> dict[str, list[str]]:
+    """The partitions of the devices of the wrong cells (to find their owners in the workers' logs)."""
+    return {d: sorted(truth.partition_of[d]) for (d, _), *_ in report["examples"]["wrong"]}
 
 
 def _check_harness(truth: Truth, fleet: Fleet, *, faults: int = FAULTS, ticks: int = TICKS) -> None:

@@ -127,3 +127,34 @@ async def test_sqlite_ignores_a_state_row_of_another_position(tmp_path: Path, ca
         with caplog.at_level("WARNING", logger="rxhubs.stores"):
             assert await store.fence_with_state(b) == (cp("0", 9), None)
         assert "ignoring the state" in caplog.text
+
+
+async def test_a_partition_handed_on_before_its_first_batch_keeps_the_state_it_was_handed(
+    stateful: Harness,
+) -> None:
+    """``b`` is handed a partition with its state and gives it up unread (``rxhubs/balancing/_handed_start.py``).
+
+    It writes the position it started from before the record leaves: with the state its fence restored, or
+    the store drops the state (a checkpoint written alone), and ``c`` restarts the open windows empty.
+    """
+    from rxhubs import PartitionContext
+    from rxhubs.balancing._handed_start import write_start
+    from rxhubs.balancing._session import PartitionSession
+    from rxhubs.state._codec import OperatorState, decode, encode
+
+    a_store, b_store = await two(stateful)
+    saved = encode({"per_device": OperatorState("f", {"dev-12": 10}, {"wm": 5.0})})
+    a, _ = await start(a_store, own("0", "a"))
+    await a_store.commit_state(cp("0", 60), a, saved)
+    [handed] = await a_store.claim_ownership([own("0", "b", a.etag)])  # a's stop names b in its final write
+
+    checkpoint, state = await b_store.fence_with_state(handed)
+    assert (checkpoint, state) == (cp("0", 60), saved)
+    session = PartitionSession(PartitionContext(NS, HUB, CG, "0"), handed)
+    session.period, session.restored_state, session.handed = handed, decode(state), True
+    await write_start(b_store, session, checkpoint)
+    [handed_on] = await b_store.claim_ownership([own("0", "c", handed.etag)])  # b gives it up unread, to c
+
+    _, pair = await start(a_store, own("0", "c", handed_on.etag))  # c's fence
+    assert pair[0] == cp("0", 60)
+    assert pair[1] is not None and decode(pair[1]) == decode(saved)  # the windows b never read, still there
