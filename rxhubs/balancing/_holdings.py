@@ -64,6 +64,8 @@ class Holdings:
     _looks: Looks
     _watch: PresenceWatch
     _presence_listed: list[Ownership]
+    #: The consumer group's records as the last round listed them (what a stop deals from: _dealing)
+    _records_listed: list[Ownership]
     #: How long an owner settles before dealing to the last round's plan (:meth:`_settle_after`).
     _settle = 0.0
 

@@ -76,6 +76,14 @@ __all__ = ["BalancingLoop", "LoopListener", "RevokeReason"]
 
 log = logging.getLogger("rxhubs.balancing")
 
+def _running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class BalancingLoop(BetweenRounds):
     """Balances one consumer against the store on a scheduler. Create, :meth:`start`, then stop or dispose.
 
@@ -147,6 +155,8 @@ class BalancingLoop(BetweenRounds):
         self._reran = False  # the last round ran at once because the one before lost claims (lost_claims)
         self._claim_cut: Cut | None = None  # the cut of a steady round's claim in flight
         self._presence_listed: list[Ownership] = []
+        self._records_listed: list[Ownership] = []
+        self._announced: asyncio.Future[list[Ownership]] | None = None
         self._looks = Looks(settings, resolution)
         self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)
         #: The records and presence records of the look that saw a release: the round it triggers plans from them.
@@ -228,6 +238,8 @@ class BalancingLoop(BetweenRounds):
             return
         self._stopping = reason
         self._stopped_at = self._now()
+        if current_stepper() is None and self._task is not None and _running_loop():  # the leaving record goes
+            self._announced = asyncio.ensure_future(self._announce_leaving())  # before the drains' final writes
         if self._claim_cut is not None:  # renewals not sent yet: the wind-down releases those records instead
             self._claim_cut.event.set()
         for session in list(self.sessions.values()):
@@ -274,9 +286,10 @@ class BalancingLoop(BetweenRounds):
             if self.want_baseline and self.baseline_checkpoints is None:
                 self.baseline_checkpoints = await self.calls.checkpoints()
             decision, presence = await self._plan_settled(records, presence, ids)
-            self._presence_listed = presence
+            self._presence_listed, self._records_listed = presence, records
             handed = self._handed_to_me(decision)
-            releases = releases_of(self.sessions.values(), self.store)
+            # once stopping, the wind-down deals what is ready to the consumers that stay (_dealing), not this round
+            releases = releases_of(self.sessions.values(), self.store) if self._stopping is None else []
             released = {r.partition_id for r in releases}
             claims = [o for o in decision.claims if o.partition_id not in released]
             # renewals count from when the claim is sent (the store stamps them no earlier), not from the start of

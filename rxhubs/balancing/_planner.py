@@ -12,9 +12,13 @@ The rules
   (``last_modified_time + ownership_expiration >= now``, the official processor's test). A partition without
   a record, with a released record (``owner_id == ""``) or with an expired one is **claimable**.
 * The **active owners** are the owners of live records, the owners of live presence records, and this
-  consumer. With ``P`` partitions and ``N`` active owners, each owner's **target** is ``P // N`` (the floor)
-  or ``P // N + 1`` (the ceiling): the ``P % N`` owners that get the ceiling are those already holding at
-  least the ceiling, then the others by owner id. The ranking does not move while owners claim up to their
+  consumer, but those **leaving**: a consumer that stops writes a leaving record, and hands its partitions to
+  the others (:mod:`rxhubs.balancing._dealing`); its records are neither claimable nor stolen meanwhile (nor
+  those of a consumer whose presence record is released: a listing of the records from before its last
+  writes). With
+  ``P`` partitions and ``N`` active owners, each owner's **target** is ``P // N`` (the floor) or ``P // N + 1``
+  (the ceiling): the ``P % N`` owners that get the ceiling are those already holding at least the ceiling, then
+  the others by owner id. The ranking does not move while owners claim up to their
   targets, so every consumer computes the same targets from the same records.
 * **Handover (cooperation).** An owner holding more than its target hands the surplus over: the loop
   finishes the batches in flight, writes the checkpoint and releases the records (``owner_id = ""``).
@@ -78,6 +82,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from rxhubs._models import Ownership
+from rxhubs.balancing._dealing import leaving_owners, recipients
 from rxhubs.errors import ConfigurationError
 
 __all__ = [
@@ -300,12 +305,16 @@ def plan(
         else:
             claimable.append(pid)
     cooperating = {p.owner_id for p in presence if live(p)}
+    # stopping, handing theirs out (_dealing); or stopped, their presence record released while a records listing
+    # answered before their last writes still names them
+    leaving = (leaving_owners(presence, now, expiration) | {p.partition_id for p in presence if not p.owner_id}
+               ) - {owner_id}
     expiries = [
         r.last_modified_time + expiration
         for r in [*(records[pid] for pid in ids if pid in records), *presence]
         if live(r) and r.owner_id != owner_id and r.last_modified_time is not None
     ]
-    owners = sorted(set(held) | cooperating | {owner_id})
+    owners = sorted((set(held) | cooperating | {owner_id}) - leaving)
 
     count = {o: len(held.get(o, ())) for o in owners}
     floor, extra = divmod(len(ids), len(owners))
@@ -331,7 +340,7 @@ def plan(
         # its own round, and a dealing made before a consumer joined would send partitions to the wrong recipients.
         alone = not any(o != owner_id and o in cooperating and count[o] > targets[o] for o in owners)
         if not claimable and alone:
-            release_to = _recipients(release, owner_id, owners, cooperating, count, targets)
+            release_to = recipients(release, owner_id, owners, cooperating, count, targets)
 
     claim: list[Ownership] = []
     if have < target:
@@ -395,24 +404,3 @@ def plan(
         release_to=release_to,
         targets=targets,
     )
-
-
-def _recipients(
-    release: tuple[str, ...],
-    owner_id: str,
-    owners: Sequence[str],
-    cooperating: Collection[str],
-    count: dict[str, int],
-    targets: dict[str, int],
-) -> tuple[tuple[str, str], ...]:
-    """Who gets each partition ``owner_id`` releases, when it is the only cooperating owner above target.
-
-    The places the cooperating owners below target lack, in owner-id order, each as many as it lacks.
-
-    Example:
-        >>> count, targets = {"a": 4, "b": 0, "c": 0}, {"a": 2, "b": 1, "c": 1}
-        >>> _recipients(("2", "3"), "a", ["a", "b", "c"], {"a", "b", "c"}, count, targets)
-        (('2', 'b'), ('3', 'c'))
-    """
-    places = [o for o in owners if o != owner_id and o in cooperating for _ in range(targets[o] - count[o])]
-    return tuple(zip(release, places, strict=False))

@@ -1,4 +1,12 @@
-"""How the balancing loop stops: renew what still drains, then release every partition it owns, in one call.
+"""How the balancing loop stops: renew what still drains, then hand or release every partition it owns, at once.
+
+**The consumers that stay get the partitions straight away** (:mod:`~rxhubs.balancing._dealing`). A stop first
+writes a leaving record beside its presence record (others stopping at the same time then hand nothing to it); once
+its partitions drained, it lists the presence records and names the consumers that stay as the partitions'
+recipients, each its share, in the very writes that released them before. The recipients start them when their next
+listing shows them (their presence watch runs their round once this consumer's presence record is released), with no
+claim, and with the blob store no read of the checkpoint. What nobody stays to take, or a failed listing, is released
+to no one, as before; both records are released with the last call.
 
 A release of more records than one call carries (:data:`~rxhubs.balancing._store_calls.CLAIM_CHUNK`) sends all its
 calls at once, not three at a time, and the presence record once they are answered. At a stop of four of eight
@@ -24,8 +32,10 @@ from rxhubs._models import Ownership
 from rxhubs._retry import Backoff
 from rxhubs._rx import sleep
 from rxhubs._rx._driver import current_stepper
+from rxhubs.balancing._dealing import LEAVING_SUFFIX, leaving_record, stop_recipients
 from rxhubs.balancing._gains import Gains
 from rxhubs.balancing._listener import RevokeReason
+from rxhubs.balancing._planner import partition_sort_key
 from rxhubs.balancing._records import presence_etag, releases_of, split_won
 from rxhubs.balancing._store_calls import CLAIM_CHUNK
 
@@ -44,9 +54,14 @@ class WindDown(Gains):
     fatal: Exception | None
     _stopped_at: float
     _stopping: RevokeReason | None
+    #: The leaving record's write, sent by ``stop()`` itself under asyncio (ahead of the drains' final writes)
+    _announced: asyncio.Future[list[Ownership]] | None
+    partition_ids: tuple[str, ...] | None
 
     async def _wind_down(self) -> None:
-        """Keep renewing what is still draining; then release everything and the presence record at once."""
+        """Keep renewing what is still draining; then hand or release everything, and the presence record, at once."""
+        announced, self._announced = self._announced, None  # (sent by stop() under asyncio: _loop)
+        leaving = await (announced if announced is not None else self._announce_leaving())
         next_renewal = self._stopped_at + self.settings.load_balancing_interval
         while any(not s.ready for s in self.sessions.values()):
             remaining = next_renewal - self._now()
@@ -57,6 +72,7 @@ class WindDown(Gains):
                 continue
             self._wake.clear()
             await self._wake.wait(remaining)
+        await self._deal_on_stop()
         # the listing for the records held without a session is answered while the sessions' releases go out (under
         # asyncio, when they take several calls): at a stop of four consumers of 1,024 partitions, a second each
         listing = asyncio.ensure_future(self._unheld_releases()) if current_stepper() is None else None
@@ -69,16 +85,16 @@ class WindDown(Gains):
                     unheld = await listing
                     won += await self.calls.claim(unheld, at_once=True)
                     await self._release_lost([*releases, *unheld], won)
-                    await self.calls.claim([await self._final_presence_record()])
+                    await self.calls.claim([await self._final_presence_record(), *leaving])
                     break
                 if listing is not None and unheld is None:
                     unheld = await listing
                 records = [*releases, *(unheld or [])]
                 if len(records) >= CLAIM_CHUNK:  # several calls: at once, then the presence record
                     await self._release_lost(records, await self.calls.claim(records, at_once=True))
-                    await self.calls.claim([await self._final_presence_record()])
+                    await self.calls.claim([await self._final_presence_record(), *leaving])
                 else:
-                    won = await self.calls.claim([*records, await self._final_presence_record()])
+                    won = await self.calls.claim([*records, await self._final_presence_record(), *leaving])
                     await self._release_lost(records, won)
             except Exception as exc:
                 self.listener.on_error("release", exc)
@@ -90,6 +106,44 @@ class WindDown(Gains):
                 releases = []
             break
         self._finish(releases)
+
+    async def _announce_leaving(self) -> list[Ownership]:
+        """Write this consumer's leaving record (:mod:`~rxhubs.balancing._dealing`); its release, if it was written.
+
+        Others stopping meanwhile hand nothing to this consumer. A failed write changes nothing but that.
+        """
+        if self._stopping == "dispose":
+            return []
+        ns, hub, _ = self.group
+        try:
+            won = await self.calls.claim([leaving_record(ns, hub, self.presence_group, self.owner_id)])
+        except Exception as exc:
+            log.debug("balancing: writing the leaving record failed (%s)", exc)
+            return []
+        return [replace(o, owner_id="") for o in won if o.partition_id == self.owner_id + LEAVING_SUFFIX]
+
+    async def _deal_on_stop(self) -> None:
+        """Name the consumers that stay as the recipients of this one's partitions (:func:`stop_recipients`).
+
+        From the presence records listed now (who stays) and the records the last round listed (what each holds).
+        Those it does not deal, or all when the listing fails, are released to no one, as before.
+        """
+        if self._stopping == "dispose" or not self.sessions:
+            return
+        try:
+            presence = await self.calls.presence()
+        except Exception as exc:
+            log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
+            return
+        ready = sorted((pid for pid, s in self.sessions.items() if s.ready and not s.release_to),
+                       key=partition_sort_key)
+        dealt = stop_recipients(ready, self.owner_id, self._records_listed, presence,
+                                len(self.partition_ids or ()), self._now(), self._expiry)
+        for pid, recipient in dealt.items():
+            self.sessions[pid].release_to = recipient
+        if dealt:
+            log.info("balancing: stopping: %d partitions handed to %d consumers that stay, %d released",
+                     len(dealt), len(set(dealt.values())), len(self.sessions) - len(dealt))
 
     async def _release_lost(self, releases: list[Ownership], won: list[Ownership]) -> None:
         """Release again, from a listing, the records among ``releases`` that lost and still name this consumer.

@@ -73,17 +73,23 @@ async def test_a_join_and_a_leave_are_answered_at_the_next_watch_not_the_next_ro
     stops = {"a": rxhubs.Shutdown(), "b": rxhubs.Shutdown()}
     a = run(hub, "a", noted, stops["a"])
     await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * 4)
+    opened: list[str] = []
+    receiver = hub.receiver
+    hub.receiver = lambda pid, *args, **kwargs: (opened.append(pid), receiver(pid, *args, **kwargs))[1]  # type: ignore[method-assign]
     b = run(hub, "b", inner, stops["b"])
     await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "b", "b"])
+    bs = [pid for pid, owner in owners(hub, inner).items() if owner == "b"]
+    await until(lambda: all(pid in opened for pid in bs))  # b reads them (a opened its receivers before the patch)
     hand = next(i for i, (kind, what) in enumerate(noted.calls) if kind == "claim" and any(o == "b" for _, o in what))
     assert "b" in watched_before(noted.calls, hand)  # a watch saw b and began the round that handed b its share
 
     stops["b"].request()
-    await b
-    await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * 4)
-    back = next(i for i, (kind, what) in enumerate(noted.calls) if i > hand and kind == "claim"
-                and sum(1 for _, o in what if o == "a") == 4)
-    assert "b" not in watched_before(noted.calls, back)  # a watch saw b gone and began the round that took them back
+    await b  # its stop handed its partitions to a (rxhubs/balancing/_dealing.py): a starts them at its next round
+    assert sorted(owners(hub, inner).values()) == ["a"] * 4
+    gone = len(noted.calls)
+    await until(lambda: any(kind == "records" for kind, _ in noted.calls[gone:]))
+    back = next(i for i, (kind, _) in enumerate(noted.calls) if i >= gone and kind == "records") + 1
+    assert "b" not in watched_before(noted.calls, back)  # a watch saw b gone and began that round (interval: 20 s)
     stops["a"].request()
     await a
 
