@@ -23,19 +23,11 @@ from __future__ import annotations
 
 from rxhubs.balancing._loop import BalancingLoop, LoopListener
 from rxhubs.balancing._partitions import consume, partitions
-from rxhubs.balancing._planner import (
-    DEFAULT_EXPIRATION,
-    DEFAULT_INTERVAL,
-    PRESENCE_SUFFIX,
-    BalancingSettings,
-    Plan,
-    Strategy,
-    plan,
-    presence_group,
-)
+from rxhubs.balancing._planner import PRESENCE_SUFFIX, Plan, plan, presence_group
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._settings import ConsumerOptions, ConsumerSettings
 from rxhubs.balancing._stream import PartitionStream
+from rxhubs.balancing._timing import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
 
 __all__ = [
     "DEFAULT_EXPIRATION",

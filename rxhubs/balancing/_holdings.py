@@ -16,11 +16,12 @@ from rxhubs._rx import Signal
 from rxhubs._rx._driver import current_stepper
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import SETTLE_INTERVALS, Looks
-from rxhubs.balancing._planner import BalancingSettings, Plan
+from rxhubs.balancing._planner import Plan
 from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, next_round, split_won
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._store_calls import StoreCalls
+from rxhubs.balancing._timing import BalancingSettings
 from rxhubs.stores import CheckpointStore
 
 __all__ = ["Holdings"]

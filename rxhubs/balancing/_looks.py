@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 
-from rxhubs.balancing._planner import BalancingSettings, Plan
+from rxhubs.balancing._planner import Plan
+from rxhubs.balancing._timing import BalancingSettings
 
 __all__ = ["LINGER", "SAME_INSTANT", "SETTLE_INTERVALS", "Looks", "imminent_gap", "imminent_window", "look_gap"]
 

@@ -60,7 +60,7 @@ from rxhubs._siblings import take_start_gate
 from rxhubs.balancing._between import BetweenRounds
 from rxhubs.balancing._listener import LoopListener, RevokeReason
 from rxhubs.balancing._looks import Looks
-from rxhubs.balancing._planner import BalancingSettings, Plan, presence_group
+from rxhubs.balancing._planner import Plan, presence_group
 from rxhubs.balancing._presence_watch import PresenceWatch
 from rxhubs.balancing._records import fresh, fresh_renewals, lost_claims, releases_of
 from rxhubs.balancing._releases import Releases
@@ -68,6 +68,7 @@ from rxhubs.balancing._renewals import handing_over, spread_renewals
 from rxhubs.balancing._session import PartitionSession, SessionState
 from rxhubs.balancing._start_gate import announce
 from rxhubs.balancing._store_calls import CLAIM_CHUNK, Cut, StoreCalls
+from rxhubs.balancing._timing import BalancingSettings
 from rxhubs.balancing._unanswered import unanswered as unanswered_in
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore

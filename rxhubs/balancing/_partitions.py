@@ -27,7 +27,6 @@ from rxhubs._batch import EventBatch
 from rxhubs._models import Position
 from rxhubs._rx import pipeline_scheduler
 from rxhubs.balancing._consumer import Consumer
-from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Strategy
 from rxhubs.balancing._positions import TablePositions, with_table_positions
 from rxhubs.balancing._settings import (
     CloseHook,
@@ -41,6 +40,7 @@ from rxhubs.balancing._settings import (
 )
 from rxhubs.balancing._start_check import OutOfRangePolicy, warn_keda_case
 from rxhubs.balancing._stream import PartitionStream
+from rxhubs.balancing._timing import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, Strategy
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources import BackfillHub, Capture
 from rxhubs.sources._settings import DEFAULT_READ

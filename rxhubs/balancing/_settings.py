@@ -14,9 +14,9 @@ from typing import Any, TypedDict
 from reactivex import abc
 
 from rxhubs._models import CloseReason, ErrorContext, PartitionContext, Position
-from rxhubs.balancing._planner import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
 from rxhubs.balancing._positions import TablePositions
 from rxhubs.balancing._start_check import OutOfRangePolicy, check_policy
+from rxhubs.balancing._timing import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, BalancingSettings, Strategy
 from rxhubs.errors import ConfigurationError
 from rxhubs.sources import Capture, ReadSettings
 from rxhubs.sources._settings import DEFAULT_READ

@@ -9,7 +9,7 @@ from typing import TypeAlias, TypeVar, cast
 from rxhubs._models import Checkpoint, Ownership
 from rxhubs._rx import deadline
 from rxhubs._rx._driver import current_stepper
-from rxhubs.balancing._planner import BalancingSettings
+from rxhubs.balancing._timing import BalancingSettings
 from rxhubs.errors import StoreError
 from rxhubs.stores import CheckpointStore, FencedCheckpointStore, is_stateful
 

@@ -8,7 +8,8 @@ import itertools
 import pytest
 
 from rxhubs.balancing._looks import LINGER, Looks, imminent_gap, imminent_window, look_gap
-from rxhubs.balancing._planner import BalancingSettings, Plan
+from rxhubs.balancing._planner import Plan
+from rxhubs.balancing._timing import BalancingSettings
 from tests.balancing.kit import Group
 
 I = 10.0  # noqa: E741 - the load-balancing interval of these tests
