@@ -21,7 +21,8 @@ How it works (see ``docs/transport.md`` for the measurements behind it):
 - ``close()`` stops the SDK task without waiting for the SDK's once-a-second poll of its stopped
   partitions, then closes the client, so the link is released when ``close()`` returns.
 
-What it needs from the SDK's terms and state (positions, the link's delivery-tag set) is in ``_receiver_sdk``.
+What it needs from the SDK's terms and state (positions, the link's delivery-tag set, how its task stops) is in
+``_receiver_sdk``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ from rxhubs.transport._direct import delivery_tags, direct_supported, receive_di
 from rxhubs.transport._errors import first_line, translate_error
 from rxhubs.transport._liveness import LinkWatch, Liveness, Watchdog, sdk_link, stall_error, watched
 from rxhubs.transport._receiver_sdk import (
+    CLOSE_STEP_TIMEOUT,
     forget_delivery_tags,
     high_water_of,
     sdk_delivery_tags,
     sdk_position,
+    stop_sdk_task,
 )
 from rxhubs.transport._warm import WarmSessions
 
@@ -61,9 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["AzurePartitionReceiver", "ReceiverHost", "forget_delivery_tags", "sdk_delivery_tags"]
 
 _log = logging.getLogger("rxhubs.transport.azure")
-
-# Upper bound on each step of closing a receiver (normally milliseconds).
-_CLOSE_STEP_TIMEOUT = 5.0
 
 
 class ReceiverHost(Protocol):
@@ -375,35 +375,13 @@ class AzurePartitionReceiver(ReceiverBase):
             self._hub._forget(self)
             if client is not None:
                 try:
-                    await asyncio.wait_for(client.close(), _CLOSE_STEP_TIMEOUT)
+                    await asyncio.wait_for(client.close(), CLOSE_STEP_TIMEOUT)
                 except Exception as exc:
                     _log.debug("%s: closing the client failed: %s", self._what(), first_line(exc, self._hub._secrets))
 
     async def _stop_sdk(self) -> None:
-        """Cancel the SDK task and wait until its consumer (the AMQP link) is closed.
-
-        Cancelling makes the SDK cancel its partition task, close the partition's consumer (then
-        ``on_partition_close`` runs) and poll once a second until that partition is gone. Once the consumer is
-        closed, a second cancel ends that poll at once; the client's ``close()`` then has nothing left to wait
-        for. Each step is bounded, so a misbehaving SDK cannot hang ``close()``.
-        """
-        task = self._task
-        if task is None or task.done():
-            return
-        task.cancel()
-        closed = asyncio.ensure_future(self._link_closed.wait())
-        try:
-            await asyncio.wait({task, closed}, timeout=_CLOSE_STEP_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closed.cancel()
-        close_task = self._close_task
-        if close_task is not None and close_task is not asyncio.current_task() and not close_task.done():
-            await asyncio.wait({close_task}, timeout=_CLOSE_STEP_TIMEOUT)
-        if not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=_CLOSE_STEP_TIMEOUT)
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            _log.debug("%s: SDK task ended with %r", self._what(), task.exception())
+        """Cancel the SDK task and wait until its consumer (the AMQP link) is closed (:func:`stop_sdk_task`)."""
+        await stop_sdk_task(self._task, self._link_closed, lambda: self._close_task, self._what())
 
     async def __aenter__(self) -> AzurePartitionReceiver:
         return self
