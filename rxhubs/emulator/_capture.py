@@ -39,7 +39,8 @@ from rxhubs.emulator._message import _sections
 from rxhubs.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._hubs import Hub, Partition
+    from rxhubs.emulator._hub import Hub
+    from rxhubs.emulator._hubs import Partition
 
 __all__ = ["CaptureTarget", "CaptureWriter", "capture_target", "record_of_stored"]
 

@@ -22,7 +22,7 @@ from rxhubs.errors import ConfigurationError, EmulatorError
 
 if TYPE_CHECKING:
     from rxhubs.emulator._connection import Connection
-    from rxhubs.emulator._hubs import Hub
+    from rxhubs.emulator._hub import Hub
     from rxhubs.emulator._server import Server
 
 __all__ = ["EmulatorFaults"]

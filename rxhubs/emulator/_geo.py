@@ -30,7 +30,8 @@ from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import encode_value
 
 if TYPE_CHECKING:
-    from rxhubs.emulator._hubs import Hub, Partition
+    from rxhubs.emulator._hub import Hub
+    from rxhubs.emulator._hubs import Partition
     from rxhubs.emulator._selectors import StartPosition
     from rxhubs.emulator._server import Server
 

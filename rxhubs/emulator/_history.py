@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rxhubs.emulator._capture import DEFAULT_SIZE, DEFAULT_WINDOW, CaptureTarget, CaptureWriter, capture_target
-from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._hub import Hub
 from rxhubs.emulator._retention import Retention, retention_of
 from rxhubs.errors import ConfigurationError
 

@@ -18,7 +18,8 @@ from rxhubs.emulator import _delivery as dl
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator import _message as msg
 from rxhubs.emulator._codec import Array, DecodeError
-from rxhubs.emulator._hubs import Hub, Partition, now_ms
+from rxhubs.emulator._hub import Hub
+from rxhubs.emulator._hubs import Partition, now_ms
 from rxhubs.emulator._ingest import split_plain
 from rxhubs.emulator._selectors import StartPosition
 

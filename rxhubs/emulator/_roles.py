@@ -13,7 +13,7 @@ from typing import Protocol
 
 from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._geo import Replication
-from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._hub import Hub
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._sasl import SaslCheck
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rxhubs.emulator._connection import Connection
 from rxhubs.emulator._fault_state import FaultState, LinkLog
 from rxhubs.emulator._geo import Replication
-from rxhubs.emulator._hubs import Hub
+from rxhubs.emulator._hub import Hub
 from rxhubs.emulator._identity import LocalIdentity
 from rxhubs.emulator._retention import Retention
 from rxhubs.emulator._roles import Writer
