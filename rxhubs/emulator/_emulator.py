@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+from rxhubs.emulator._arguments import (
+    DEFAULT_KEY,
+    DEFAULT_KEY_NAME,
+    check_groups,
+    check_hubs,
+    check_key,
+    check_message_size,
+    check_ports,
+)
 from rxhubs.emulator._control import ControlServer
 from rxhubs.emulator._fault_state import FaultState, LinkLog, LinkRecord
 from rxhubs.emulator._faults import EmulatorFaults, _Host
@@ -21,22 +29,6 @@ from rxhubs.emulator._tls_access import TlsAccess
 from rxhubs.errors import ConfigurationError, EmulatorError
 
 _LOG = logging.getLogger("rxhubs.emulator")
-
-DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
-DEFAULT_KEY = "SAS_KEY_VALUE"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$")
-_GROUP = re.compile(r"^(\$default|[a-z0-9][a-z0-9._-]{0,49})$", re.IGNORECASE)
-MAX_PARTITIONS = 1024
-_KEY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
-
-
-def _check_key(name: object, key: object) -> None:
-    """A key name and key must fit in a connection string; the error names the key, never shows it."""
-    if not isinstance(name, str) or not _KEY_NAME.match(name):
-        raise ConfigurationError(f"invalid key name {name!r}: use 1-256 letters, digits, '.', '_' or '-'")
-    if not isinstance(key, str) or not key or any(c in key for c in "; \t\r\n"):
-        raise ConfigurationError(f"the key of {name!r} must be non-empty text without ';' or spaces")
-
 
 class Emulator(TlsAccess):
     """A local Event Hubs emulator: an AMQP 1.0 server the official azure-eventhub client talks to.
@@ -144,35 +136,10 @@ class Emulator(TlsAccess):
                  tls_websocket_port: int | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
                  max_message_size: int = 1024 * 1024) -> None:
-        if not hubs:
-            raise ConfigurationError("the emulator needs at least one event hub, e.g. hubs={'telemetry': 4}")
-        seen: dict[str, str] = {}
-        for name, count in hubs.items():
-            if not isinstance(name, str) or not _NAME.match(name):
-                raise ConfigurationError(f"invalid event hub name {name!r}: use letters, digits, '.', '_' or '-'")
-            if name.casefold() in seen:
-                raise ConfigurationError(f"event hubs {seen[name.casefold()]!r} and {name!r} are the same hub: "
-                                         "Event Hubs names ignore case")
-            seen[name.casefold()] = name
-            if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
-                raise ConfigurationError(
-                    f"event hub {name!r} needs a partition count between 1 and {MAX_PARTITIONS}, got {count!r}")
-        groups = tuple(consumer_groups)
-        for group in groups:
-            if not isinstance(group, str) or not _GROUP.match(group):
-                raise ConfigurationError(f"invalid consumer group name {group!r}")
-        if not 0 <= port <= 65535:
-            raise ConfigurationError(f"port must be between 0 and 65535, got {port}")
-        if websocket_port is not None and not 0 <= websocket_port <= 65535:
-            raise ConfigurationError(f"websocket_port must be between 0 and 65535 or None, got {websocket_port}")
-        if control_port is not None and not 0 <= control_port <= 65535:
-            raise ConfigurationError(f"control_port must be between 0 and 65535 or None, got {control_port}")
-        if isinstance(max_message_size, bool) or not isinstance(max_message_size, int) or not (
-                1024 <= max_message_size <= 256 * 1024 * 1024):
-            raise ConfigurationError(f"max_message_size must be from 1024 bytes to 256 MiB, got {max_message_size!r}")
-        self.max_message_size = max_message_size
-        if not 0 <= tls_port <= 65535:
-            raise ConfigurationError(f"tls_port must be between 0 and 65535, got {tls_port}")
+        check_hubs(hubs)
+        groups = check_groups(consumer_groups)
+        check_ports(port=port, websocket_port=websocket_port, control_port=control_port, tls_port=tls_port)
+        self.max_message_size = check_message_size(max_message_size)
         self._tls = TlsListener(tls_ca_file, tls_websocket_port) if tls else None
         if schema_registry and not tls:
             raise ConfigurationError("schema_registry needs tls=True: the registry's clients send bearer tokens over "
@@ -200,7 +167,7 @@ class Emulator(TlsAccess):
         else:
             required = {shared_access_key_name: shared_access_key} if verify_tokens else None
         for name, key in (required or {shared_access_key_name: shared_access_key}).items():
-            _check_key(name, key)
+            check_key(name, key)
         self.shared_access_key_name = shared_access_key_name
         self._key = shared_access_key
         self._keys = required
