@@ -12,7 +12,7 @@ from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
 from azure.eventhub.exceptions import ConnectError, EventHubError
 
 from rxhubs.emulator import Emulator
-from rxhubs.emulator._hubs import partition_for_key
+from rxhubs.emulator._partition_key import partition_for_key
 
 from ._sdk import AioReceiver, asend
 

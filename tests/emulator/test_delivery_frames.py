@@ -22,9 +22,9 @@ from azure.eventhub.aio import EventHubProducerClient as AioProducer
 from rxhubs.emulator import Emulator
 from rxhubs.emulator import _frames as fr
 from rxhubs.emulator._codec import Described, Symbol, UInt, ULong, encode_value
-from rxhubs.emulator._hubs import partition_for_key
 from rxhubs.emulator._links import RUNTIME_METRIC
 from rxhubs.emulator._message import _sections as sections_of
+from rxhubs.emulator._partition_key import partition_for_key
 
 from ._raw import RawClient, source, target
 from ._sdk import AioReceiver

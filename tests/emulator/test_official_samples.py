@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rxhubs.emulator import BackgroundEmulator
-from rxhubs.emulator._hubs import partition_for_key
+from rxhubs.emulator._partition_key import partition_for_key
 from tests.emulator._sdist import sdist_part
 
 from ._sdk import SyncReceiver, close_all

@@ -12,7 +12,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from azure.eventhub.exceptions import ConnectError, EventDataSendError, EventHubError
 
 from rxhubs.emulator import BackgroundEmulator
-from rxhubs.emulator._hubs import partition_for_key
+from rxhubs.emulator._partition_key import partition_for_key
 
 from ._sdk import SyncReceiver, close_all, send
 
