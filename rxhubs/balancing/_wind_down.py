@@ -32,7 +32,7 @@ from rxhubs._models import Ownership
 from rxhubs._retry import Backoff
 from rxhubs._rx import sleep
 from rxhubs._rx._driver import current_stepper
-from rxhubs.balancing._dealing import LEAVING_SUFFIX, leaving_record, stop_recipients
+from rxhubs.balancing._dealing import LEAVING_SUFFIX, leaving_owners, leaving_record, stop_recipients
 from rxhubs.balancing._gains import Gains
 from rxhubs.balancing._listener import RevokeReason
 from rxhubs.balancing._planner import partition_sort_key
@@ -77,6 +77,7 @@ class WindDown(Gains):
         # asyncio, when they take several calls): at a stop of four consumers of 1,024 partitions, a second each
         listing = asyncio.ensure_future(self._unheld_releases()) if current_stepper() is None else None
         unheld = None if listing is not None else await self._unheld_releases()
+        won: list[Ownership] = []
         for attempt in range(1, _FINAL_ATTEMPTS + 1):
             try:
                 releases = releases_of(self.sessions.values(), self.store)
@@ -91,7 +92,8 @@ class WindDown(Gains):
                     unheld = await listing
                 records = [*releases, *(unheld or [])]
                 if len(records) >= CLAIM_CHUNK:  # several calls: at once, then the presence record
-                    await self._release_lost(records, await self.calls.claim(records, at_once=True))
+                    won = await self.calls.claim(records, at_once=True)
+                    await self._release_lost(records, won)
                     await self.calls.claim([await self._final_presence_record(), *leaving])
                 else:
                     won = await self.calls.claim([*records, await self._final_presence_record(), *leaving])
@@ -103,9 +105,37 @@ class WindDown(Gains):
                     await sleep(self.retry.delay(attempt))
                     continue
                 log.warning("balancing: releasing on stop failed (%s); the records will expire instead", exc)
-                releases = []
+                releases, won = [], []
             break
+        await self._take_back_hands(won)
         self._finish(releases)
+
+    async def _take_back_hands(self, won: list[Ownership]) -> None:
+        """Release again the partitions this stop handed to a consumer that began to stop meanwhile.
+
+        A recipient whose leaving record this consumer's listing did not show yet (both stopped at once) may have
+        listed the records naming it, to release them, before these hands landed: they would name a consumer that
+        is gone until they expired. One listing of the presence records after the hands were written, only when
+        some were: a recipient leaving or gone by then gets its hands taken back (a compare-and-swap on the etag
+        this stop wrote: if the recipient released the record first, that write loses, and nothing changes). A
+        recipient that writes its leaving record after this listing lists the records naming it after that write,
+        and so sees these hands.
+        """
+        group = self.group[2]
+        hands = [o for o in won if o.consumer_group == group and o.owner_id not in ("", self.owner_id)]
+        if not hands:
+            return
+        try:
+            presence = await self.calls.presence()
+            gone = leaving_owners(presence, self._now(), self._expiry) | {
+                p.partition_id for p in presence if not p.owner_id}
+            back = [replace(o, owner_id="") for o in hands if o.owner_id in gone]
+            if back:
+                taken = await self.calls.claim(back, at_once=True)
+                log.info("balancing: %d partitions handed to consumers stopping too were released (%d taken back)",
+                         len(back), len(taken))
+        except Exception as exc:
+            log.debug("balancing: checking the recipients of the stop's hands failed (%s)", exc)
 
     async def _announce_leaving(self) -> list[Ownership]:
         """Write this consumer's leaving record (:mod:`~rxhubs.balancing._dealing`); its release, if it was written.

@@ -190,3 +190,47 @@ async def test_the_leaving_record_goes_out_when_the_stop_begins_not_after_the_ro
     await balanced(hub, inner, "a", read)
     stops["a"].request()
     await tasks["a"]
+
+
+class HeldHands(Writes):
+    """Holds, once armed, the claim call that hands records of the group to ``to`` (a stop's final writes)."""
+
+    def __init__(self, inner: InMemoryCheckpointStore, to: str) -> None:
+        super().__init__(inner)
+        self.to = to
+        self.armed = False
+        self.held = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        if self.armed and any(o.consumer_group == GROUP and o.owner_id == self.to for o in claims):
+            self.armed = False
+            self.held.set()
+            await self.answer.wait()
+        return await super().claim_ownership(claims)
+
+
+async def test_hands_that_land_after_their_recipient_stopped_too_are_taken_back() -> None:
+    # Two workers stopped by one Ctrl-C (tests/workers/test_run_workers.py, in a fresh-clone run): c listed who stays
+    # before a's leaving record was written and dealt its partitions to a; a, stopping meanwhile, had listed the
+    # records naming it (to release them) before c's hands landed, and left; two records named a until they expired.
+    hub = InMemoryEventHub(partition_count=PARTITIONS)
+    inner = InMemoryCheckpointStore()
+    held = HeldHands(inner, "a")
+    stores = {"a": Writes(inner), "c": held}
+    stops = {name: rxhubs.Shutdown() for name in "ac"}
+    read: list[tuple[str, str, int]] = []
+    tasks = {name: start(hub, name, stores[name], stops[name], read) for name in "ac"}
+    await balanced(hub, inner, "ac", read)
+    c_held = sorted(pid for pid, owner in owners(hub, inner).items() if owner == "c")
+    held.armed = True
+    stops["c"].request()
+    await held.held.wait()  # c dealt its partitions to a: the write is on its way
+    stops["a"].request()
+    await tasks["a"]  # a stopped meanwhile, and released what named it then
+    assert {pid: o for pid, o in owners(hub, inner).items() if pid in c_held} == dict.fromkeys(c_held, "c")
+    held.answer.set()
+    await tasks["c"]
+    assert [owner for pid, owner in held.named if pid in c_held][:len(c_held)] == ["a"] * len(c_held)  # (felt)
+    assert set(owners(hub, inner).values()) == {""}, owners(hub, inner)  # nothing names a consumer that is gone
