@@ -219,8 +219,12 @@ class WindDown(Gains):
         ]
 
     async def _renew_draining(self) -> bool:
-        """While stopping: keep the records still being handed over from expiring. True if renewed."""
-        renew = [s.record for s in self.sessions.values() if not s.ready]
+        """While stopping: keep the records held from expiring. True if renewed.
+
+        Those of the partitions still draining, and those drained already: they wait for the rest, to be dealt out
+        with them (a stop whose slowest partition drained past the expiration lost the others to their expiry).
+        """
+        renew = [s.record for s in self.sessions.values()]
         started = self._now()
         try:
             won = await self.calls.claim(renew)

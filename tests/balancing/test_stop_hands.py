@@ -234,3 +234,41 @@ async def test_hands_that_land_after_their_recipient_stopped_too_are_taken_back(
     await tasks["c"]
     assert [owner for pid, owner in held.named if pid in c_held][:len(c_held)] == ["a"] * len(c_held)  # (felt)
     assert set(owners(hub, inner).values()) == {""}, owners(hub, inner)  # nothing names a consumer that is gone
+
+
+async def test_partitions_drained_first_are_kept_alive_while_the_last_one_drains() -> None:
+    # The drained partitions wait for the rest, to be dealt out with them; a stop whose slowest partition drained past
+    # the expiration lost them to their expiry (tests/operators/test_publish_pipelined.py in a fresh-clone run).
+    hub = InMemoryEventHub(partition_count=4)
+    inner = InMemoryCheckpointStore()
+    stores = {name: Writes(inner) for name in "ac"}
+    stops = {name: rxhubs.Shutdown() for name in "ac"}
+    read: list[tuple[str, str, int]] = []
+    slow, go = asyncio.Event(), asyncio.Event()
+    fast = {**FAST, "ownership_expiration": 2.0}
+
+    def started(owner: str) -> asyncio.Task[int]:
+        async def work(batch: rxhubs.EventBatch) -> None:
+            if owner == "c" and any(e.body == b"slow" for e in batch):
+                slow.set()
+                await go.wait()  # one partition drains for longer than the expiration
+            read.extend((owner, batch.partition_id, e.sequence_number) for e in batch)
+
+        pipeline = rxhubs.consume(hub, GROUP, stores[owner], owner_id=owner, **fast).pipe(
+            hops.process(work), hops.checkpoint(stores[owner], max_interval=3600.0))
+        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=30.0, signals=()))
+
+    tasks = {name: started(name) for name in "ac"}
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "c", "c"])
+    c_held = sorted(pid for pid, owner in owners(hub, inner).items() if owner == "c")
+    hub.send([b"slow"], partition_id=c_held[0])
+    await slow.wait()
+    stops["c"].request()
+    await asyncio.sleep(3.0)  # past the expiration: c's other partition drained at once, and waits
+    assert not tasks["c"].done()
+    go.set()
+    await tasks["c"]
+    final = dict(stores["c"].named[-len(c_held):])
+    assert final == dict.fromkeys(c_held, "a"), stores["c"].named[-6:]  # both dealt: neither expired on the way
+    stops["a"].request()
+    await tasks["a"]
