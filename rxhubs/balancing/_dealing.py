@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from rxhubs._models import Ownership
 
-__all__ = ["LEAVING_SUFFIX", "leaving_owners", "leaving_record", "recipients", "stop_recipients"]
+__all__ = ["LEAVING_SUFFIX", "gone_or_leaving", "leaving_owners", "leaving_record", "recipients", "stop_recipients"]
 
 #: Appended to a consumer's owner id: the partition id of its leaving record, in the presence group.
 LEAVING_SUFFIX = "$leaving"
@@ -63,6 +63,18 @@ def leaving_owners(presence: Iterable[Ownership], now: float, expiration: float)
     """
     return {p.owner_id for p in presence
             if p.partition_id == p.owner_id + LEAVING_SUFFIX and _live(p, now, expiration)}
+
+
+def gone_or_leaving(presence: Iterable[Ownership], now: float, expiration: float) -> set[str]:
+    """The consumers leaving (:func:`leaving_owners`) or gone (their presence record released) among ``presence``.
+
+    Example:
+        >>> records = [Ownership("ns", "h", "g", "a", "", 100.0), Ownership("ns", "h", "g", "b$leaving", "b", 100.0)]
+        >>> sorted(gone_or_leaving(records, 101.0, 30.0))
+        ['a', 'b']
+    """
+    presence = list(presence)
+    return leaving_owners(presence, now, expiration) | {p.partition_id for p in presence if not p.owner_id}
 
 
 def recipients(

@@ -80,7 +80,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from rxhubs._models import Ownership
-from rxhubs.balancing._dealing import leaving_owners, recipients
+from rxhubs.balancing._dealing import gone_or_leaving, recipients
 from rxhubs.balancing._timing import DEFAULT_EXPIRATION, DEFAULT_INTERVAL, STRATEGIES, BalancingSettings, Strategy
 from rxhubs.errors import ConfigurationError
 
@@ -244,8 +244,7 @@ def plan(
     cooperating = {p.owner_id for p in presence if live(p)}
     # stopping, handing theirs out (_dealing); or stopped, their presence record released while a records listing
     # answered before their last writes still names them
-    leaving = (leaving_owners(presence, now, expiration) | {p.partition_id for p in presence if not p.owner_id}
-               ) - {owner_id}
+    leaving = gone_or_leaving(presence, now, expiration) - {owner_id}
     expiries = [
         r.last_modified_time + expiration
         for r in [*(records[pid] for pid in ids if pid in records), *presence]

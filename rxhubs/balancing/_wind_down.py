@@ -32,7 +32,7 @@ from rxhubs._models import Ownership
 from rxhubs._retry import Backoff
 from rxhubs._rx import sleep
 from rxhubs._rx._driver import current_stepper
-from rxhubs.balancing._dealing import LEAVING_SUFFIX, leaving_owners, leaving_record, stop_recipients
+from rxhubs.balancing._dealing import LEAVING_SUFFIX, gone_or_leaving, leaving_record, stop_recipients
 from rxhubs.balancing._gains import Gains
 from rxhubs.balancing._listener import RevokeReason
 from rxhubs.balancing._planner import partition_sort_key
@@ -127,8 +127,7 @@ class WindDown(Gains):
             return
         try:
             presence = await self.calls.presence()
-            gone = leaving_owners(presence, self._now(), self._expiry) | {
-                p.partition_id for p in presence if not p.owner_id}
+            gone = gone_or_leaving(presence, self._now(), self._expiry)
             back = [replace(o, owner_id="") for o in hands if o.owner_id in gone]
             if back:
                 taken = await self.calls.claim(back, at_once=True)

@@ -159,9 +159,12 @@ class HeldRound(Writes):
         self.held = asyncio.Event()
         self.answer = asyncio.Event()
 
+    def holds(self, claims: list[Ownership]) -> bool:
+        return any(o.consumer_group == GROUP for o in claims)
+
     async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
         claims = list(claims)
-        if self.armed and any(o.consumer_group == GROUP for o in claims):
+        if self.armed and self.holds(claims):
             self.armed = False
             self.held.set()
             await self.answer.wait()
@@ -192,23 +195,15 @@ async def test_the_leaving_record_goes_out_when_the_stop_begins_not_after_the_ro
     await tasks["a"]
 
 
-class HeldHands(Writes):
+class HeldHands(HeldRound):
     """Holds, once armed, the claim call that hands records of the group to ``to`` (a stop's final writes)."""
 
     def __init__(self, inner: InMemoryCheckpointStore, to: str) -> None:
         super().__init__(inner)
         self.to = to
-        self.armed = False
-        self.held = asyncio.Event()
-        self.answer = asyncio.Event()
 
-    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
-        claims = list(claims)
-        if self.armed and any(o.consumer_group == GROUP and o.owner_id == self.to for o in claims):
-            self.armed = False
-            self.held.set()
-            await self.answer.wait()
-        return await super().claim_ownership(claims)
+    def holds(self, claims: list[Ownership]) -> bool:
+        return any(o.consumer_group == GROUP and o.owner_id == self.to for o in claims)
 
 
 async def test_hands_that_land_after_their_recipient_stopped_too_are_taken_back() -> None:
