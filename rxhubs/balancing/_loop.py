@@ -157,6 +157,7 @@ class BalancingLoop(BetweenRounds):
         self._claim_cut: Cut | None = None  # the cut of a steady round's claim in flight
         self._presence_listed: list[Ownership] = []
         self._records_listed: list[Ownership] = []
+        self._stop_presence: list[Ownership] | None = None  # the presence records a stop dealt from (_wind_down)
         self._announced: asyncio.Future[list[Ownership]] | None = None
         self._looks = Looks(settings, resolution)
         self._watch = PresenceWatch(owner_id, interval=interval, expiration=self._expiry)

@@ -19,7 +19,8 @@ Every record naming this consumer is released before the loop reports it stopped
 state its partition was in: claimed, checkpoint being read, link opening, draining (a session each, released
 once ready), and also handed to it by another consumer without its having started it yet (no session: the
 record names it all the same). Without that, a stop right after a handover left the handed partitions owned by
-a consumer that was gone, and the others waited out their expiry.
+a consumer that was gone, and the others waited out their expiry. Those handed and not started are dealt to the
+consumers that stay like the rest (from the listing that found them), not released to whoever claims them next.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class WindDown(Gains):
     _stopping: RevokeReason | None
     #: The leaving record's write, sent by ``stop()`` itself under asyncio (ahead of the drains' final writes)
     _announced: asyncio.Future[list[Ownership]] | None
+    _stop_presence: list[Ownership] | None
     partition_ids: tuple[str, ...] | None
 
     async def _wind_down(self) -> None:
@@ -160,7 +162,7 @@ class WindDown(Gains):
         if self._stopping == "dispose" or not self.sessions:
             return
         try:
-            presence = await self.calls.presence()
+            presence = self._stop_presence = await self.calls.presence()
         except Exception as exc:
             log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
             return
@@ -173,6 +175,33 @@ class WindDown(Gains):
         if dealt:
             log.info("balancing: stopping: %d partitions handed to %d consumers that stay, %d released",
                      len(dealt), len(set(dealt.values())), len(self.sessions) - len(dealt))
+
+    async def _deal_unheld(self, unheld: list[Ownership], records: list[Ownership]) -> list[Ownership]:
+        """Hand on, like the rest, the records handed to this consumer that it had not started when it stopped.
+
+        A hand lands; the recipient starts it at its next look or round. A stop in between held no session for it,
+        and released it to no one: the consumers that stay claimed it a round later (the presence watch's test under
+        load: ``tests/balancing/test_presence_watch.py``). They are dealt from ``records`` (the listing that found
+        them, with this stop's own hands in it) and the presence records the stop listed, or lists now.
+        """
+        if self._stopping == "dispose" or not unheld:
+            return [replace(record, owner_id="") for record in unheld]
+        presence = self._stop_presence
+        if presence is None:
+            try:
+                presence = self._stop_presence = await self.calls.presence()
+            except Exception as exc:
+                log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
+                presence = []
+        to = {pid: s.release_to for pid, s in self.sessions.items() if s.release_to}
+        held = [replace(r, owner_id=to[r.partition_id]) if r.partition_id in to else r for r in records]
+        pids = sorted((r.partition_id for r in unheld), key=partition_sort_key)
+        dealt = stop_recipients(pids, self.owner_id, held, presence, len(self.partition_ids or ()), self._now(),
+                                self._expiry)
+        if dealt:
+            log.info("balancing: stopping: %d partitions handed to this consumer and not started yet handed on to %d"
+                     " consumers that stay", len(dealt), len(set(dealt.values())))
+        return [replace(record, owner_id=dealt.get(record.partition_id, "")) for record in unheld]
 
     async def _release_lost(self, releases: list[Ownership], won: list[Ownership]) -> None:
         """Release again, from a listing, the records among ``releases`` that lost and still name this consumer.
@@ -199,9 +228,10 @@ class WindDown(Gains):
         """Releases of the records that name this consumer but that it holds no session for.
 
         A partition handed over to this consumer while it was stopping, before a round started it, is one (its
-        former owner wrote this consumer's name into the record); a claim that won in the store but whose answer
-        never arrived is another. Partitions avoided because another reader cut this one off keep their record:
-        whoever took them over claims it. One listing per stop; if it fails, those records expire as before.
+        former owner wrote this consumer's name into the record): it is handed on to the consumers that stay
+        (:meth:`_deal_unheld`). A claim that won in the store but whose answer never arrived is another. Partitions
+        avoided because another reader cut this one off keep their record: whoever took them over claims it. One
+        listing per stop; if it fails, those records expire as before.
         """
         try:
             records = await self.calls.owners()
@@ -209,13 +239,14 @@ class WindDown(Gains):
             log.warning("balancing: listing the records to release on stop failed (%s)", exc)
             return []
         now = self._now()
-        return [
-            replace(record, owner_id="")
+        unheld = [
+            record
             for record in records
             if record.owner_id == self.owner_id
             and record.partition_id not in self.sessions
             and self.avoid.get(record.partition_id, now) <= now
         ]
+        return await self._deal_unheld(unheld, records)
 
     async def _renew_draining(self) -> bool:
         """While stopping: keep the records held from expiring. True if renewed.

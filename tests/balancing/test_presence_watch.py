@@ -79,12 +79,12 @@ async def test_a_join_and_a_leave_are_answered_at_the_next_watch_not_the_next_ro
     b = run(hub, "b", inner, stops["b"])
     await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "b", "b"])
     bs = [pid for pid, owner in owners(hub, inner).items() if owner == "b"]
-    await until(lambda: all(pid in opened for pid in bs))  # b reads them (a opened its receivers before the patch)
+    await until(lambda: all(pid in opened for pid in bs))  # b opened their links (started, or prepared for them)
     hand = next(i for i, (kind, what) in enumerate(noted.calls) if kind == "claim" and any(o == "b" for _, o in what))
     assert "b" in watched_before(noted.calls, hand)  # a watch saw b and began the round that handed b its share
 
     stops["b"].request()
-    await b  # its stop handed its partitions to a (rxhubs/balancing/_dealing.py): a starts them at its next round
+    await b  # its stop handed them to a, started or not yet (rxhubs/balancing/_wind_down.py): a starts them next
     assert sorted(owners(hub, inner).values()) == ["a"] * 4
     gone = len(noted.calls)
     await until(lambda: any(kind == "records" for kind, _ in noted.calls[gone:]))

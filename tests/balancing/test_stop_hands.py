@@ -267,3 +267,57 @@ async def test_partitions_drained_first_are_kept_alive_while_the_last_one_drains
     assert final == dict.fromkeys(c_held, "a"), stores["c"].named[-6:]  # both dealt: neither expired on the way
     stops["a"].request()
     await tasks["a"]
+
+
+class Unseen(Writes):
+    """A consumer's view of the shared store whose record listings stay as they were at its first round until its
+    stop begins (its leaving record): hands to it land and it does not see them, as when it stops right after."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        super().__init__(inner)
+        self.first: list[Ownership] | None = None
+        self.leaving = False
+        self.checkpoints = 0
+
+    async def list_ownership(self, ns: str, hub: str, group: str) -> list[Ownership]:
+        found = await super().list_ownership(ns, hub, group)
+        if group != GROUP or self.leaving:
+            return found
+        self.first = found if self.first is None else self.first
+        return list(self.first)
+
+    async def claim_ownership(self, claims: Iterable[Ownership]) -> list[Ownership]:
+        claims = list(claims)
+        self.leaving = self.leaving or any(o.partition_id.endswith("$leaving") for o in claims)
+        return await super().claim_ownership(claims)
+
+    async def update_checkpoint(self, checkpoint: Any) -> None:
+        self.checkpoints += 1
+        await super().update_checkpoint(checkpoint)
+
+
+async def test_partitions_handed_to_a_consumer_that_stops_before_starting_them_are_handed_on() -> None:
+    # The presence watch's test under load in CI: a handed b two partitions, and b was stopped before its next look
+    # started them. Holding no session for them, b released them to no one; a claimed them a round later.
+    hub = InMemoryEventHub(partition_count=4)
+    inner = InMemoryCheckpointStore()
+    unseen = Unseen(inner)
+    stops = {name: rxhubs.Shutdown() for name in "ab"}
+    slow = {**FAST, "load_balancing_interval": 20.0, "ownership_expiration": 60.0}
+
+    def started(owner: str, store: Any) -> asyncio.Task[int]:
+        pipeline = rxhubs.consume(hub, GROUP, store, owner_id=owner, **slow)
+        return asyncio.create_task(rxhubs.arun(pipeline, shutdown=stops[owner], grace=10.0, signals=()))
+
+    a = started("a", Writes(inner))
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a"] * 4)
+    b = started("b", unseen)
+    await until(lambda: sorted(owners(hub, inner).values()) == ["a", "a", "b", "b"])  # a's watch handed b two
+    handed = sorted(pid for pid, owner in owners(hub, inner).items() if owner == "b")
+    stops["b"].request()
+    await b
+    assert unseen.checkpoints == 0  # b never started them (a started one writes where it starts: _handed_start)
+    assert [(pid, o) for pid, o in unseen.named if pid in handed] == [(pid, "a") for pid in handed]  # handed on
+    assert sorted(owners(hub, inner).values()) == ["a"] * 4
+    stops["a"].request()
+    await a
