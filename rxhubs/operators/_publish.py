@@ -179,7 +179,8 @@ class _Gate:
     Open (no linger, no turn) once the target sends natively (``rxhubs.EventHub``'s native send path, several
     sends in flight per link): each lane then sends what queued behind its previous send as soon as that was
     acknowledged, all lanes at once. A lane still has one send in flight, so its order and its failures are
-    as before.
+    as before. The lanes that queued for the turn behind the first send (the one that finds out) go in together
+    once it found the native path, not one after another.
     """
 
     def __init__(self, target: Any = None) -> None:
@@ -196,6 +197,9 @@ class _Gate:
             return
         await asyncio.sleep(LINGER)
         await self.lock.acquire()
+        if self.open():  # the send ahead found the native path: the lanes queued behind it go together, not in turn
+            self.lock.release()
+            return
         self.holder = asyncio.current_task()
 
     async def __aexit__(self, *_: object) -> None:
