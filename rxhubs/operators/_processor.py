@@ -167,7 +167,8 @@ class Processor:
     @staticmethod
     def _waiting(lane: _Lane) -> list[_Entry]:
         fresh = lambda e: not (e.done or e.running or e.timer is not None or e.attempts or e.solo)  # noqa: E731
-        return list(itertools.takewhile(fresh, lane.entries))
+        # (past the batches done but not emitted yet: those queued behind them went one by one, and past the gate)
+        return list(itertools.takewhile(fresh, itertools.dropwhile(lambda e: e.done, lane.entries)))
 
     def _attempt_group(self, lane: _Lane, entries: list[_Entry]) -> None:
         """One attempt at several batches (one slot); if it fails, each is tried again on its own."""

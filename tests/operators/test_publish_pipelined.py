@@ -33,6 +33,7 @@ class Watched:
         self.lane_now: dict[tuple[str, str | None], int] = defaultdict(int)
         self.lane_most = 0
         self.overlapped = asyncio.Event()
+        self.first: str | None = None  # the source partition of the first send (it holds the gate's turn)
 
     async def publish(self, events: Sequence[hops.OutgoingEvent], *, partition_id: str | None = None,
                       partition_key: str | None = None) -> None:
@@ -41,15 +42,19 @@ class Watched:
             self.lane_now[lane] += 1
             self.lane_most = max(self.lane_most, self.lane_now[lane])
         sources = {lane[0] for lane, n in self.lane_now.items() if n}
+        self.first = self.first if self.first is not None else min(lane[0] for lane in lanes)
         self.most = max(self.most, len(sources))  # source partitions with a send in flight
         if self.most >= 2:
             self.overlapped.set()
         try:
-            if self.hub._senders.native and not self.overlapped.is_set():
+            if self.hub._senders.native and not self.overlapped.is_set() and self.first not in {s for s, _ in lanes}:
                 # a slow acknowledgement (at most 15 s, until another partition's send is in flight too): on a
                 # loaded machine each send could otherwise be acknowledged before the next partition's starts (2 s
                 # was not enough twice in the full suite on 2 cores, 2026-11-30: the other receivers were still
                 # opening). A publish that serialised the partitions would still show one send at a time here.
+                # Not the first partition's: its first sends hold the turn taken before the path was known native
+                # (the others queue behind it, _publish._Gate), and every run waited the 15 s out. A gate that kept
+                # the lanes in turn fails here (each of the others waits alone: 45 s, past run_until's 30).
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.overlapped.wait(), 15.0)
             await self.inner(events, partition_id=partition_id, partition_key=partition_key)
