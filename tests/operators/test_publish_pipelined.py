@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 from reactivex import operators as ops
+from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 import rxhubs
 from rxhubs import operators as hops
 from rxhubs.operators import _publish
+from rxhubs.testing import InMemoryEventHub
 from rxhubs.transport._encode import compiled_encoder
+from tests.operators.test_publish import SlowTarget
 from tests.operators.test_publish_emulator import FAST, KEYS, CheckedStore, read_all, run_until
 
 EVENTS_PER_KEY = 60
@@ -180,3 +183,36 @@ async def test_lanes_queued_behind_the_first_send_go_together_once_it_found_the_
 def _restore() -> Any:
     yield
     _Hub._senders.native = True
+
+
+class GatedTarget(SlowTarget):
+    """An in-memory target the operator takes for an ``rxhubs.EventHub`` with no native sender: the gate lingers
+    20 ms and keeps the turn, as on azure-eventhub's ``send_batch``."""
+
+
+GatedTarget.__module__ = "rxhubs.transport.gated_test"
+
+
+async def test_batches_emitted_while_a_group_is_passed_on_go_out_together_through_the_gate() -> None:
+    # Passing a group's batches on acknowledges them, and the source emits the next one right then, while the group's
+    # later batches are still at the head of the lane, done: the lane sent that batch alone, at once, past the gate,
+    # and the two emitted after it in a send of their own (sends of 3, 1, 2 or 3, 1, 3, 1, ...).
+    source = InMemoryEventHub(1)
+    source.send([bytes([97 + i]) for i in range(12)], partition_id="0")
+    target = GatedTarget(InMemoryEventHub(1), delay=0.05)
+    done = asyncio.Event()
+    passed: list[rxhubs.EventBatch] = []
+
+    def on_next(batch: rxhubs.EventBatch) -> None:
+        passed.append(batch)
+        if len(passed) == 12:
+            done.set()
+
+    subscription = rxhubs.partition_batches(source, "0", max_batch_size=1, max_inflight=3).pipe(
+        hops.publish(target)).subscribe(on_next, scheduler=AsyncIOScheduler(asyncio.get_running_loop()))
+    try:
+        await asyncio.wait_for(done.wait(), 30)
+    finally:
+        subscription.dispose()
+    assert [n for _, _, n in target.sends] == [3, 3, 3, 3]  # each send takes the three the lane may hold
+    assert [e.body for e in target.hub.events("0")] == [bytes([97 + i]) for i in range(12)]
