@@ -161,10 +161,8 @@ class WindDown(Gains):
         """
         if self._stopping == "dispose" or not self.sessions:
             return
-        try:
-            presence = self._stop_presence = await self.calls.presence()
-        except Exception as exc:
-            log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
+        presence = await self._stayers()
+        if presence is None:
             return
         ready = sorted((pid for pid, s in self.sessions.items() if s.ready and not s.release_to),
                        key=partition_sort_key)
@@ -176,6 +174,15 @@ class WindDown(Gains):
             log.info("balancing: stopping: %d partitions handed to %d consumers that stay, %d released",
                      len(dealt), len(set(dealt.values())), len(self.sessions) - len(dealt))
 
+    async def _stayers(self) -> list[Ownership] | None:
+        """The presence records this stop deals from, listed once (again after a failure); None if the listing fails."""
+        if self._stop_presence is None:
+            try:
+                self._stop_presence = await self.calls.presence()
+            except Exception as exc:
+                log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
+        return self._stop_presence
+
     async def _deal_unheld(self, unheld: list[Ownership], records: list[Ownership]) -> list[Ownership]:
         """Hand on, like the rest, the records handed to this consumer that it had not started when it stopped.
 
@@ -186,13 +193,7 @@ class WindDown(Gains):
         """
         if self._stopping == "dispose" or not unheld:
             return [replace(record, owner_id="") for record in unheld]
-        presence = self._stop_presence
-        if presence is None:
-            try:
-                presence = self._stop_presence = await self.calls.presence()
-            except Exception as exc:
-                log.debug("balancing: listing the presence records to hand over on stop failed (%s)", exc)
-                presence = []
+        presence = await self._stayers() or []
         to = {pid: s.release_to for pid, s in self.sessions.items() if s.release_to}
         held = [replace(r, owner_id=to[r.partition_id]) if r.partition_id in to else r for r in records]
         pids = sorted((r.partition_id for r in unheld), key=partition_sort_key)
